@@ -1,0 +1,285 @@
+"""The cluster snapshot: plain data describing nodes, queues, jobs (pod groups) and tasks (pods).
+
+This is kaidash's snapshot format v1 (see ``docs/snapshot-format.md``) as Python objects. Units are in the
+field names: GPUs in devices (fractions allowed), CPU in millicores, memory in bytes, GPU memory in MiB,
+times in seconds since the epoch. Loading, saving and validation live in :mod:`scheduler.snapshot_io`.
+
+Everything here is plain data with no behaviour beyond small derived properties, so that sources can build
+it, the engine can copy it and views can render it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+RESOURCES = ("gpu", "cpu", "memory")
+"""The three resources KAI divides: GPU devices, CPU millicores, memory bytes."""
+
+UNLIMITED = -1.0
+"""KAI's ``-1``: unlimited quota (deserved = everything) or no limit."""
+
+TASK_STATUSES = ("pending", "running", "binding", "releasing", "pipelined", "failed", "succeeded")
+"""Task statuses a snapshot may hold. ``binding`` = allocated this cycle, bind not yet confirmed."""
+
+ALLOCATED_STATUSES = frozenset({"running", "binding"})
+"""Statuses that count toward a queue's Allocated at session open (KAI ``AllocatedStatus``)."""
+
+ACTIVE_ALLOCATED_STATUSES = frozenset({"running", "binding", "pipelined"})
+"""KAI ``ActiveAllocated``: counted for gangs and victim eligibility."""
+
+ACTIVE_USED_STATUSES = frozenset({"running", "binding", "pipelined", "releasing"})
+"""KAI ``ActiveUsed``: occupies node resources (releasing ones can be pipelined onto)."""
+
+ACTIONS = ("allocate", "consolidation", "reclaim", "preempt", "stalegangeviction")
+"""KAI's actions in the order a cycle runs them."""
+
+PLACEMENT_STRATEGIES = ["binpack", "spread"]
+"""Node placement strategies known to the engine; the placement registry may add more at import."""
+
+GPU_DEVICE_ORDERS = ("pack", "spread")
+
+DEFAULT_QUEUE_PRIORITY = 100
+DEFAULT_JOB_PRIORITY = 50
+NON_PREEMPTIBLE_PRIORITY = 100
+"""A job with no explicit preemptibility is non-preemptible iff its priority is >= 100 (KAI)."""
+
+
+@dataclass
+class PlacementConfig:
+    """KAI's ``nodeplacement`` plugin arguments: strategy for GPU tasks and for CPU-only tasks."""
+
+    gpu: str = "binpack"
+    cpu: str = "binpack"
+
+
+@dataclass
+class SchedulerConfig:
+    """The scheduler knobs a snapshot carries (KAI's SchedulingShard / scheduler config)."""
+
+    actions: list[str] = field(default_factory=lambda: list(ACTIONS))
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    gpu_device_order: str = "pack"
+    k_value: float = 1.0
+    stale_grace_period_s: float = 60.0
+    allow_consolidating_reclaim: bool = True
+    max_consolidation_preemptees: int = -1
+    default_preempt_min_runtime_s: float = 0.0
+    default_reclaim_min_runtime_s: float = 0.0
+    reclaimer_saturation_multiplier: float = 1.0
+    min_runtime_resolve: str = "lca"
+    schedule_period_s: float = 1.0
+
+
+@dataclass
+class ExternalUsage:
+    """Resources on a node held by pods of other schedulers: KAI subtracts them from capacity."""
+
+    gpus: float = 0.0
+    cpu_millis: float = 0.0
+    memory_bytes: float = 0.0
+    pods: int = 0
+
+
+@dataclass
+class Node:
+    """A Kubernetes node as the scheduler sees it (allocatable capacity)."""
+
+    name: str
+    gpus: int = 0
+    gpu_memory_mib: float = 0.0
+    cpu_millis: float = 0.0
+    memory_bytes: float = 0.0
+    pods: int = 110
+    gpu_model: Optional[str] = None
+    labels: dict[str, str] = field(default_factory=dict)
+    ready: bool = True
+    external: ExternalUsage = field(default_factory=ExternalUsage)
+
+    @property
+    def pool(self) -> str:
+        """Node pool name: KAI's node-pool label, else the GPU model, else ``cpu``."""
+        return (self.labels.get("kai.scheduler/node-pool") or self.labels.get("pool")
+                or self.gpu_model or ("gpu" if self.gpus else "cpu"))
+
+
+@dataclass
+class QueueResource:
+    """One resource of a queue: quota (deserved), limit (max allowed), over-quota weight.
+
+    ``-1`` means unlimited for quota and limit, as in KAI's Queue CRD. In our format an omitted limit means
+    unlimited and an omitted weight means 1 (the KAI CRD's missing-means-0 is applied by the kube source).
+    """
+
+    quota: float = 0.0
+    limit: float = UNLIMITED
+    over_quota_weight: float = 1.0
+
+
+@dataclass
+class Queue:
+    """A KAI queue (``scheduling.run.ai/v2`` Queue)."""
+
+    name: str
+    parent: Optional[str] = None
+    priority: int = DEFAULT_QUEUE_PRIORITY
+    creation_time: float = 0.0
+    gpu: QueueResource = field(default_factory=QueueResource)
+    cpu: QueueResource = field(default_factory=QueueResource)
+    memory: QueueResource = field(default_factory=QueueResource)
+    preempt_min_runtime_s: Optional[float] = None
+    reclaim_min_runtime_s: Optional[float] = None
+    display_name: Optional[str] = None
+
+    def resource(self, name: str) -> QueueResource:
+        """The :class:`QueueResource` for ``gpu``, ``cpu`` or ``memory``."""
+        return getattr(self, name)
+
+
+@dataclass
+class SubGroup:
+    """A gang inside a job (PodGroup ``subGroups[]``)."""
+
+    name: str
+    min_available: int = 1
+
+
+@dataclass
+class TaskUsage:
+    """What a pod really uses of its GPU (simulated scenarios; DCGM in live mode)."""
+
+    gpu_memory_mib: float = 0.0
+    gpu_util: float = 0.0
+
+
+@dataclass
+class Task:
+    """A pod. GPU request is either ``gpu`` devices (fraction < 1 allowed) or ``gpu_memory_mib`` per device.
+
+    ``gpu_devices`` is the number of devices a fractional / gpu-memory request spans
+    (``gpu-fraction-num-devices``); for whole GPUs ``gpu`` itself is the device count.
+    ``gpu_groups`` / ``gpu_indices`` record where a placed task sits: one entry per device.
+    """
+
+    name: str
+    gpu: float = 0.0
+    gpu_memory_mib: Optional[float] = None
+    gpu_devices: int = 1
+    cpu_millis: float = 0.0
+    memory_bytes: float = 0.0
+    status: str = "pending"
+    node: Optional[str] = None
+    gpu_groups: list[str] = field(default_factory=list)
+    gpu_indices: list[int] = field(default_factory=list)
+    subgroup: Optional[str] = None
+    creation_time: Optional[float] = None
+    usage: Optional[TaskUsage] = None
+
+    @property
+    def is_fractional(self) -> bool:
+        """True for a shared-GPU request (``gpu-fraction`` < 1 or ``gpu-memory``)."""
+        return self.gpu_memory_mib is not None or (0 < self.gpu < 1)
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpu > 0 or self.gpu_memory_mib is not None
+
+    @property
+    def gpu_group(self) -> Optional[str]:
+        return self.gpu_groups[0] if self.gpu_groups else None
+
+    @property
+    def gpu_index(self) -> Optional[int]:
+        return self.gpu_indices[0] if self.gpu_indices else None
+
+    def gpus_on(self, node_gpu_memory_mib: float) -> float:
+        """GPU devices this task accounts for on a node with that GPU memory (KAI's rounding up to 0.01)."""
+        if self.gpu_memory_mib is None:
+            return self.gpu if self.gpu >= 1 else self.gpu * self.gpu_devices
+        return self.gpu_devices * memory_to_fraction(self.gpu_memory_mib, node_gpu_memory_mib)
+
+
+@dataclass
+class Job:
+    """A pod group (gang): ``min_available`` tasks must be placed together."""
+
+    name: str
+    queue: str
+    namespace: Optional[str] = None
+    priority: int = DEFAULT_JOB_PRIORITY
+    preemptible: Optional[bool] = None
+    min_available: int = 1
+    subgroups: list[SubGroup] = field(default_factory=list)
+    creation_time: float = 0.0
+    last_start_time: Optional[float] = None
+    stale_since: Optional[float] = None
+    last_eviction_time: Optional[float] = None
+    preemption_delay_s: Optional[float] = None
+    stale_grace_period_s: Optional[float] = None
+    duration_s: Optional[float] = None
+    tasks: list[Task] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """Unique id: ``namespace/name`` when a namespace is set, else ``name``."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @property
+    def is_preemptible(self) -> bool:
+        """Explicit preemptibility, else KAI's default: preemptible iff priority < 100."""
+        if self.preemptible is not None:
+            return self.preemptible
+        return self.priority < NON_PREEMPTIBLE_PRIORITY
+
+
+@dataclass
+class Snapshot:
+    """A whole cluster at one moment: what every source produces and the engine consumes."""
+
+    nodes: list[Node] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    time: float = 0.0
+    usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    version: int = 1
+
+    def copy(self) -> "Snapshot":
+        """A deep copy: what-if and simulation never mutate the original."""
+        return copy.deepcopy(self)
+
+    def node_map(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    def queue_map(self) -> dict[str, Queue]:
+        return {q.name: q for q in self.queues}
+
+    def job_map(self) -> dict[str, Job]:
+        return {j.key: j for j in self.jobs}
+
+    def children(self) -> dict[Optional[str], list[Queue]]:
+        """Queues grouped by parent name (``None`` = top level)."""
+        out: dict[Optional[str], list[Queue]] = {}
+        for q in self.queues:
+            out.setdefault(q.parent, []).append(q)
+        return out
+
+    def leaf_queues(self) -> list[Queue]:
+        parents = {q.parent for q in self.queues if q.parent}
+        return [q for q in self.queues if q.name not in parents]
+
+    def iter_tasks(self):
+        """Yield ``(job, task)`` for every task."""
+        for job in self.jobs:
+            for task in job.tasks:
+                yield job, task
+
+
+def memory_to_fraction(gpu_memory_mib: float, node_gpu_memory_mib: float) -> float:
+    """KAI's conversion of a ``gpu-memory`` request to a fraction of a device: ceil to 0.01."""
+    if node_gpu_memory_mib <= 0:
+        return 1.0
+    # Round the quotient to 9 places first so that exact multiples do not round up on float noise.
+    return math.ceil(round(gpu_memory_mib / node_gpu_memory_mib * 100, 9)) / 100

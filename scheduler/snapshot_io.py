@@ -1,0 +1,702 @@
+"""Load, validate and save snapshot format v1 (YAML or JSON).
+
+Validation collects every problem it finds and raises one :class:`SnapshotError` listing them all, each with
+the path of the offending object and field (``jobs[train-a].tasks[train-a-0].gpu``). Unknown keys, wrong
+units, negative quantities, dangling references and cycles are errors: nothing is silently dropped.
+
+Quantities are numbers in the field's unit. Strings with a Kubernetes quantity suffix are accepted where the
+unit is unambiguous (``memory_bytes: 64Gi``, ``cpu_millis: 4000m``); any other suffix is a wrong-unit error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from .errors import SnapshotError
+from .model import (
+    ACTIONS,
+    GPU_DEVICE_ORDERS,
+    PLACEMENT_STRATEGIES,
+    RESOURCES,
+    TASK_STATUSES,
+    ExternalUsage,
+    Job,
+    Node,
+    PlacementConfig,
+    Queue,
+    QueueResource,
+    SchedulerConfig,
+    Snapshot,
+    SubGroup,
+    Task,
+    TaskUsage,
+)
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+_DECIMAL = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_QUANTITY = re.compile(r"^\s*([+-]?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+class _Collector:
+    """Accumulates ``(path, message)`` problems while a document is parsed."""
+
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append((path, message))
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise SnapshotError(self.problems)
+
+
+# ---------------------------------------------------------------------------------------------- scalars
+
+def _number(value: Any, path: str, errs: _Collector, unit: str, *, allow_negative_one: bool = False,
+            allow_negative: bool = False, integer: bool = False) -> Optional[float]:
+    """Parse a quantity in ``unit`` (``devices``, ``millicores``, ``bytes``, ``MiB``, ``seconds``, ``count``)."""
+    if isinstance(value, bool) or value is None:
+        errs.add(path, f"expected a number of {unit}, got {value!r}")
+        return None
+    if isinstance(value, (int, float)):
+        num = float(value)
+    elif isinstance(value, str):
+        num = _parse_quantity_string(value, path, errs, unit)
+        if num is None:
+            return None
+    else:
+        errs.add(path, f"expected a number of {unit}, got {type(value).__name__} {value!r}")
+        return None
+    if math.isnan(num) or math.isinf(num):
+        errs.add(path, f"expected a finite number of {unit}, got {value!r}")
+        return None
+    if num < 0 and not allow_negative and not (allow_negative_one and num == -1):
+        hint = " (use -1 for unlimited)" if allow_negative_one else ""
+        errs.add(path, f"negative quantity {value!r} {unit}{hint}")
+        return None
+    if integer and num != int(num):
+        errs.add(path, f"expected a whole number of {unit}, got {value!r}")
+        return None
+    return num
+
+
+def _parse_quantity_string(text: str, path: str, errs: _Collector, unit: str) -> Optional[float]:
+    match = _QUANTITY.match(text)
+    if not match:
+        errs.add(path, f"expected a number of {unit}, got {text!r}")
+        return None
+    num, suffix = float(match.group(1)), match.group(2)
+    if suffix == "":
+        return num
+    if unit == "bytes" and suffix in _BINARY:
+        return num * _BINARY[suffix]
+    if unit == "bytes" and suffix in _DECIMAL:
+        return num * _DECIMAL[suffix]
+    if unit == "millicores" and suffix == "m":
+        return num
+    if unit == "MiB" and suffix == "Mi":
+        return num
+    if unit == "MiB" and suffix == "Gi":
+        return num * 1024
+    if unit == "seconds" and suffix in ("s", "m", "h"):
+        return num * {"s": 1, "m": 60, "h": 3600}[suffix]
+    examples = {"bytes": "68719476736 or '64Gi'", "millicores": "4000 or '4000m'", "MiB": "81920 or '80Gi'",
+                "devices": "1, 0.5", "seconds": "300 or '5m'", "count": "110"}
+    errs.add(path, f"wrong unit {suffix!r}: this field is in {unit} (e.g. {examples.get(unit, unit)}), got {text!r}")
+    return None
+
+
+def _string(value: Any, path: str, errs: _Collector, *, choices=None, optional=False) -> Optional[str]:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or value == "":
+        errs.add(path, f"expected a non-empty string, got {value!r}")
+        return None
+    if choices is not None and value not in choices:
+        errs.add(path, f"{value!r} is not one of {', '.join(map(str, choices))}")
+        return None
+    return value
+
+
+def _bool(value: Any, path: str, errs: _Collector) -> Optional[bool]:
+    if not isinstance(value, bool):
+        errs.add(path, f"expected true or false, got {value!r}")
+        return None
+    return value
+
+
+def _mapping(value: Any, path: str, errs: _Collector) -> Optional[dict]:
+    if not isinstance(value, dict):
+        errs.add(path, f"expected a mapping, got {type(value).__name__}")
+        return None
+    return value
+
+
+def _list(value: Any, path: str, errs: _Collector) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        errs.add(path, f"expected a list, got {type(value).__name__}")
+        return []
+    return value
+
+
+def _check_keys(doc: dict, allowed: set[str], path: str, errs: _Collector, required=()) -> None:
+    for key in doc:
+        if key not in allowed:
+            errs.add(f"{path}.{key}" if path else str(key), f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
+    for key in required:
+        if key not in doc:
+            errs.add(f"{path}.{key}" if path else key, "required key is missing")
+
+
+# ---------------------------------------------------------------------------------------------- objects
+
+_Field = tuple[str, Callable[[Any, str, _Collector], Any]]
+
+
+def _num(unit: str, **kw) -> Callable[[Any, str, _Collector], Any]:
+    return lambda v, p, e: _number(v, p, e, unit, **kw)
+
+
+def _parse_fields(doc: dict, spec: dict[str, Callable], path: str, errs: _Collector, required=()) -> dict:
+    _check_keys(doc, set(spec), path, errs, required)
+    out = {}
+    for key, parse in spec.items():
+        if key in doc:
+            value = parse(doc[key], f"{path}.{key}", errs)
+            if value is not None:
+                out[key] = value
+    return out
+
+
+def _parse_config(doc: Any, errs: _Collector) -> SchedulerConfig:
+    doc = _mapping(doc, "config", errs) or {}
+    strategies = tuple(PLACEMENT_STRATEGIES)
+
+    def placement(v, p, e):
+        m = _mapping(v, p, e)
+        if m is None:
+            return None
+        kw = _parse_fields(m, {"gpu": lambda x, pp, ee: _string(x, pp, ee, choices=strategies),
+                               "cpu": lambda x, pp, ee: _string(x, pp, ee, choices=strategies)}, p, e)
+        return PlacementConfig(**kw)
+
+    def actions(v, p, e):
+        items = _list(v, p, e) if not isinstance(v, str) else [a.strip() for a in v.split(",") if a.strip()]
+        return [a for i, a in enumerate(items) if _string(a, f"{p}[{i}]", e, choices=ACTIONS)]
+
+    spec = {
+        "actions": actions,
+        "placement": placement,
+        "gpu_device_order": lambda v, p, e: _string(v, p, e, choices=GPU_DEVICE_ORDERS),
+        "k_value": _num("count"),
+        "stale_grace_period_s": _num("seconds", allow_negative=True),
+        "allow_consolidating_reclaim": _bool,
+        "max_consolidation_preemptees": _num("count", allow_negative_one=True, integer=True),
+        "default_preempt_min_runtime_s": _num("seconds"),
+        "default_reclaim_min_runtime_s": _num("seconds"),
+        "reclaimer_saturation_multiplier": _num("count"),
+        "min_runtime_resolve": lambda v, p, e: _string(v, p, e, choices=("lca", "queue")),
+        "schedule_period_s": _num("seconds"),
+    }
+    kw = _parse_fields(doc, spec, "config", errs)
+    if "max_consolidation_preemptees" in kw:
+        kw["max_consolidation_preemptees"] = int(kw["max_consolidation_preemptees"])
+    if "reclaimer_saturation_multiplier" in kw and kw["reclaimer_saturation_multiplier"] < 1:
+        errs.add("config.reclaimer_saturation_multiplier", "must be >= 1 (KAI rejects smaller values)")
+    return SchedulerConfig(**kw)
+
+
+def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
+    name = doc.get("name") if isinstance(doc, dict) else None
+    path = f"nodes[{name}]" if isinstance(name, str) and name else f"nodes[{index}]"
+    doc = _mapping(doc, path, errs)
+    if doc is None:
+        return None
+
+    def labels(v, p, e):
+        m = _mapping(v, p, e)
+        if m is None:
+            return None
+        bad = [k for k, val in m.items() if not isinstance(k, str) or not isinstance(val, str)]
+        for k in bad:
+            e.add(f"{p}.{k}", f"label keys and values must be strings, got {m[k]!r}")
+        return None if bad else dict(m)
+
+    def external(v, p, e):
+        m = _mapping(v, p, e)
+        if m is None:
+            return None
+        kw = _parse_fields(m, {"gpus": _num("devices"), "cpu_millis": _num("millicores"),
+                               "memory_bytes": _num("bytes"), "pods": _num("count", integer=True)}, p, e)
+        if "pods" in kw:
+            kw["pods"] = int(kw["pods"])
+        return ExternalUsage(**kw)
+
+    spec = {
+        "name": lambda v, p, e: _string(v, p, e),
+        "gpus": _num("devices", integer=True),
+        "gpu_memory_mib": _num("MiB"),
+        "gpu_model": lambda v, p, e: _string(v, p, e, optional=True),
+        "cpu_millis": _num("millicores"),
+        "memory_bytes": _num("bytes"),
+        "pods": _num("count", integer=True),
+        "labels": labels,
+        "ready": _bool,
+        "external": external,
+    }
+    kw = _parse_fields(doc, spec, path, errs, required=("name",))
+    if "name" not in kw:
+        return None
+    for key in ("gpus", "pods"):
+        if key in kw:
+            kw[key] = int(kw[key])
+    if kw.get("gpus", 0) > 0 and kw.get("gpu_memory_mib", 0) <= 0 and "gpu_memory_mib" not in doc:
+        errs.add(f"{path}.gpu_memory_mib", "required for a node with GPUs (MiB per device, e.g. 81920)")
+    return Node(**kw)
+
+
+def _parse_queue_resource(v: Any, path: str, errs: _Collector) -> Optional[QueueResource]:
+    m = _mapping(v, path, errs)
+    if m is None:
+        return None
+    unit = {"gpu": "devices", "cpu": "millicores", "memory": "bytes"}[path.rsplit(".", 1)[-1]]
+    kw = _parse_fields(m, {"quota": _num(unit, allow_negative_one=True),
+                           "limit": _num(unit, allow_negative_one=True),
+                           "over_quota_weight": _num("count")}, path, errs)
+    return QueueResource(**kw)
+
+
+def _parse_queue(doc: Any, index: int, errs: _Collector) -> Optional[Queue]:
+    name = doc.get("name") if isinstance(doc, dict) else None
+    path = f"queues[{name}]" if isinstance(name, str) and name else f"queues[{index}]"
+    doc = _mapping(doc, path, errs)
+    if doc is None:
+        return None
+    spec = {
+        "name": lambda v, p, e: _string(v, p, e),
+        "display_name": lambda v, p, e: _string(v, p, e, optional=True),
+        "parent": lambda v, p, e: _string(v, p, e, optional=True),
+        "priority": _num("count", integer=True, allow_negative=True),
+        "creation_time": _num("seconds", allow_negative=True),
+        "gpu": _parse_queue_resource,
+        "cpu": _parse_queue_resource,
+        "memory": _parse_queue_resource,
+        "preempt_min_runtime_s": _num("seconds"),
+        "reclaim_min_runtime_s": _num("seconds"),
+    }
+    kw = _parse_fields(doc, spec, path, errs, required=("name",))
+    if "name" not in kw:
+        return None
+    if "priority" in kw:
+        kw["priority"] = int(kw["priority"])
+    return Queue(**kw)
+
+
+def _parse_task(doc: Any, job_path: str, index: int, errs: _Collector) -> Optional[Task]:
+    name = doc.get("name") if isinstance(doc, dict) else None
+    path = f"{job_path}.tasks[{name}]" if isinstance(name, str) and name else f"{job_path}.tasks[{index}]"
+    doc = _mapping(doc, path, errs)
+    if doc is None:
+        return None
+
+    def int_or_list(kind):
+        def parse(v, p, e):
+            items = v if isinstance(v, list) else [v]
+            out = []
+            for i, item in enumerate(items):
+                ip = f"{p}[{i}]" if isinstance(v, list) else p
+                if kind is int:
+                    n = _number(item, ip, e, "count", integer=True)
+                    if n is not None:
+                        out.append(int(n))
+                else:
+                    s = _string(item, ip, e)
+                    if s is not None:
+                        out.append(s)
+            return out
+        return parse
+
+    def usage(v, p, e):
+        m = _mapping(v, p, e)
+        if m is None:
+            return None
+        kw = _parse_fields(m, {"gpu_memory_mib": _num("MiB"), "gpu_util": _num("count")}, p, e)
+        if kw.get("gpu_util", 0) > 1:
+            e.add(f"{p}.gpu_util", f"utilisation is a ratio in [0, 1], got {kw['gpu_util']}")
+        return TaskUsage(**kw)
+
+    spec = {
+        "name": lambda v, p, e: _string(v, p, e),
+        "gpu": _num("devices"),
+        "gpu_memory_mib": _num("MiB"),
+        "gpu_devices": _num("count", integer=True),
+        "cpu_millis": _num("millicores"),
+        "memory_bytes": _num("bytes"),
+        "status": lambda v, p, e: _string(v, p, e, choices=TASK_STATUSES),
+        "node": lambda v, p, e: _string(v, p, e, optional=True),
+        "gpu_group": int_or_list(str),
+        "gpu_index": int_or_list(int),
+        "subgroup": lambda v, p, e: _string(v, p, e, optional=True),
+        "creation_time": _num("seconds", allow_negative=True),
+        "usage": usage,
+    }
+    kw = _parse_fields(doc, spec, path, errs, required=("name",))
+    if "name" not in kw:
+        return None
+    if "gpu_group" in kw:
+        kw["gpu_groups"] = kw.pop("gpu_group")
+    if "gpu_index" in kw:
+        kw["gpu_indices"] = kw.pop("gpu_index")
+    if "gpu_devices" in kw:
+        kw["gpu_devices"] = int(kw["gpu_devices"])
+        if kw["gpu_devices"] < 1:
+            errs.add(f"{path}.gpu_devices", "must be at least 1")
+    gpu = kw.get("gpu", 0.0)
+    if "gpu" in kw and "gpu_memory_mib" in kw:
+        errs.add(f"{path}.gpu_memory_mib", "give either gpu (devices) or gpu_memory_mib, not both")
+    if gpu > 1 and gpu != int(gpu):
+        errs.add(f"{path}.gpu", f"{gpu} devices: a request above 1 GPU must be whole (use gpu_devices for multi-device fractions)")
+    if gpu >= 1 and kw.get("gpu_devices", 1) != 1:
+        errs.add(f"{path}.gpu_devices", "only for fractional or gpu_memory_mib requests; whole GPUs use gpu: N")
+    status = kw.get("status", "pending")
+    if status in ("running", "binding", "releasing", "pipelined") and not kw.get("node"):
+        errs.add(f"{path}.node", f"a {status} task must name its node")
+    return Task(**kw)
+
+
+def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
+    name = doc.get("name") if isinstance(doc, dict) else None
+    path = f"jobs[{name}]" if isinstance(name, str) and name else f"jobs[{index}]"
+    doc = _mapping(doc, path, errs)
+    if doc is None:
+        return None
+
+    def subgroups(v, p, e):
+        out = []
+        for i, item in enumerate(_list(v, p, e)):
+            m = _mapping(item, f"{p}[{i}]", e)
+            if m is None:
+                continue
+            kw = _parse_fields(m, {"name": lambda x, pp, ee: _string(x, pp, ee),
+                                   "min_available": _num("count", integer=True)}, f"{p}[{i}]", e, required=("name",))
+            if "name" in kw:
+                out.append(SubGroup(name=kw["name"], min_available=int(kw.get("min_available", 1))))
+        return out
+
+    spec = {
+        "name": lambda v, p, e: _string(v, p, e),
+        "namespace": lambda v, p, e: _string(v, p, e, optional=True),
+        "queue": lambda v, p, e: _string(v, p, e),
+        "priority": _num("count", integer=True, allow_negative=True),
+        "preemptible": lambda v, p, e: None if v is None else _bool(v, p, e),
+        "min_available": _num("count", integer=True),
+        "subgroups": subgroups,
+        "creation_time": _num("seconds", allow_negative=True),
+        "last_start_time": _num("seconds", allow_negative=True),
+        "stale_since": _num("seconds", allow_negative=True),
+        "last_eviction_time": _num("seconds", allow_negative=True),
+        "preemption_delay_s": _num("seconds"),
+        "stale_grace_period_s": _num("seconds", allow_negative=True),
+        "duration_s": _num("seconds"),
+        "tasks": lambda v, p, e: _list(v, p, e),
+    }
+    kw = _parse_fields(doc, spec, path, errs, required=("name", "queue"))
+    if "name" not in kw:
+        return None
+    raw_tasks = kw.pop("tasks", [])
+    tasks = [t for i, raw in enumerate(raw_tasks) if (t := _parse_task(raw, path, i, errs)) is not None]
+    for key in ("priority", "min_available"):
+        if key in kw:
+            kw[key] = int(kw[key])
+    kw.setdefault("queue", "")
+    job = Job(tasks=tasks, **kw)
+    if not tasks:
+        errs.add(f"{path}.tasks", "a job needs at least one task")
+    if job.min_available > len(tasks) and tasks:
+        errs.add(f"{path}.min_available", f"{job.min_available} exceeds the job's {len(tasks)} tasks")
+    names = {sg.name for sg in job.subgroups}
+    for t in tasks:
+        if t.subgroup is not None and t.subgroup not in names:
+            errs.add(f"{path}.tasks[{t.name}].subgroup", f"unknown subgroup {t.subgroup!r} (job declares: {sorted(names) or 'none'})")
+    return job
+
+
+# ---------------------------------------------------------------------------------------------- cross checks
+
+def _cross_check(snap: Snapshot, errs: _Collector) -> None:
+    nodes = {}
+    for n in snap.nodes:
+        if n.name in nodes:
+            errs.add(f"nodes[{n.name}].name", "duplicate node name")
+        nodes[n.name] = n
+    queues: dict[str, Queue] = {}
+    for q in snap.queues:
+        if q.name in queues:
+            errs.add(f"queues[{q.name}].name", "duplicate queue name")
+        queues[q.name] = q
+    for q in snap.queues:
+        if q.parent is not None and q.parent not in queues:
+            errs.add(f"queues[{q.name}].parent", f"parent queue {q.parent!r} does not exist")
+    # cycles: follow parents; a chain longer than the queue count loops.
+    reported: set[str] = set()
+    for q in snap.queues:
+        seen = [q.name]
+        cur = q
+        while cur.parent is not None and cur.parent in queues:
+            if cur.parent in seen:
+                cycle = seen[seen.index(cur.parent):] + [cur.parent]
+                if not reported.intersection(cycle):
+                    errs.add(f"queues[{q.name}].parent", "cycle in the queue tree: " + " -> ".join(cycle))
+                reported.update(cycle)
+                break
+            seen.append(cur.parent)
+            cur = queues[cur.parent]
+    parents = {q.parent for q in snap.queues if q.parent}
+    jobs_seen: set[str] = set()
+    tasks_seen: set[str] = set()
+    for job in snap.jobs:
+        jp = f"jobs[{job.name}]"
+        if job.key in jobs_seen:
+            errs.add(f"{jp}.name", f"duplicate job {job.key!r}")
+        jobs_seen.add(job.key)
+        if job.queue and job.queue not in queues:
+            errs.add(f"{jp}.queue", f"queue {job.queue!r} does not exist")
+        elif job.queue in parents:
+            errs.add(f"{jp}.queue", f"queue {job.queue!r} is not a leaf queue (it has child queues); jobs go in leaf queues")
+        for t in job.tasks:
+            tp = f"{jp}.tasks[{t.name}]"
+            if t.name in tasks_seen:
+                errs.add(f"{tp}.name", "duplicate task name (task names are unique in a snapshot)")
+            tasks_seen.add(t.name)
+            if t.node is not None and t.node not in nodes:
+                errs.add(f"{tp}.node", f"task on unknown node {t.node!r}")
+                continue
+            if t.node is None:
+                continue
+            node = nodes[t.node]
+            if t.is_gpu and node.gpus == 0:
+                errs.add(f"{tp}.node", f"GPU task placed on node {node.name!r} which has no GPUs")
+            for i, gi in enumerate(t.gpu_indices):
+                if not 0 <= gi < node.gpus:
+                    errs.add(f"{tp}.gpu_index", f"GPU index {gi} out of range for node {node.name!r} with {node.gpus} GPUs")
+            if t.gpu_memory_mib is not None and node.gpu_memory_mib and t.gpu_memory_mib > node.gpu_memory_mib:
+                errs.add(f"{tp}.gpu_memory_mib", f"{t.gpu_memory_mib:g} MiB exceeds node {node.name!r} GPU memory {node.gpu_memory_mib:g} MiB")
+    for qname, res in snap.usage.items():
+        if qname not in queues:
+            errs.add(f"usage.{qname}", f"usage for unknown queue {qname!r}")
+
+
+def _parse_usage(doc: Any, errs: _Collector) -> dict[str, dict[str, float]]:
+    m = _mapping(doc, "usage", errs)
+    if m is None:
+        return {}
+    out = {}
+    for q, res in m.items():
+        r = _mapping(res, f"usage.{q}", errs)
+        if r is None:
+            continue
+        kw = _parse_fields(r, {k: _num("count") for k in RESOURCES}, f"usage.{q}", errs)
+        out[str(q)] = {k: float(kw.get(k, 0.0)) for k in RESOURCES}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- public API
+
+TOP_LEVEL_KEYS = {"version", "time", "config", "nodes", "queues", "jobs", "usage"}
+
+
+def snapshot_from_dict(doc: Any) -> Snapshot:
+    """Validate a parsed document and build a :class:`Snapshot`; raises :class:`SnapshotError`."""
+    errs = _Collector()
+    if not isinstance(doc, dict):
+        raise SnapshotError("(document)", f"expected a mapping at the top level, got {type(doc).__name__}")
+    _check_keys(doc, TOP_LEVEL_KEYS, "", errs)
+    version = doc.get("version", 1)
+    if version != 1:
+        errs.add("version", f"unsupported snapshot version {version!r} (this kaidash reads version 1)")
+    time = _number(doc.get("time", 0), "time", errs, "seconds", allow_negative=True) if "time" in doc else 0.0
+    config = _parse_config(doc.get("config", {}), errs)
+    nodes = [n for i, d in enumerate(_list(doc.get("nodes"), "nodes", errs)) if (n := _parse_node(d, i, errs))]
+    queues = [q for i, d in enumerate(_list(doc.get("queues"), "queues", errs)) if (q := _parse_queue(d, i, errs))]
+    jobs = [j for i, d in enumerate(_list(doc.get("jobs"), "jobs", errs)) if (j := _parse_job(d, i, errs))]
+    usage = _parse_usage(doc["usage"], errs) if "usage" in doc else {}
+    snap = Snapshot(nodes=nodes, queues=queues, jobs=jobs, config=config, time=time or 0.0, usage=usage)
+    _cross_check(snap, errs)
+    errs.raise_if_any()
+    return snap
+
+
+def validate(snapshot: Snapshot) -> None:
+    """Re-validate an in-memory snapshot (e.g. one built by a source or edited by what-if)."""
+    snapshot_from_dict(snapshot_to_dict(snapshot))
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _queue_resource_dict(r: QueueResource) -> dict:
+    return {"quota": _clean(r.quota), "limit": _clean(r.limit), "over_quota_weight": _clean(r.over_quota_weight)}
+
+
+def snapshot_to_dict(snap: Snapshot) -> dict:
+    """The snapshot as a plain document (format v1), omitting fields at their defaults where readable."""
+    cfg = snap.config
+    defaults = SchedulerConfig()
+    config = {}
+    for f in fields(SchedulerConfig):
+        value = getattr(cfg, f.name)
+        if f.name == "placement":
+            value = {"gpu": value.gpu, "cpu": value.cpu}
+            default = {"gpu": defaults.placement.gpu, "cpu": defaults.placement.cpu}
+        else:
+            default = getattr(defaults, f.name)
+        if value != default:
+            config[f.name] = _clean(value) if not isinstance(value, list) else list(value)
+    out: dict[str, Any] = {"version": 1, "time": _clean(snap.time)}
+    if config:
+        out["config"] = config
+    out["nodes"] = []
+    for n in snap.nodes:
+        d: dict[str, Any] = {"name": n.name, "gpus": n.gpus}
+        if n.gpus or n.gpu_memory_mib:
+            d["gpu_memory_mib"] = _clean(n.gpu_memory_mib)
+        if n.gpu_model:
+            d["gpu_model"] = n.gpu_model
+        d.update(cpu_millis=_clean(n.cpu_millis), memory_bytes=_clean(n.memory_bytes), pods=n.pods)
+        if n.labels:
+            d["labels"] = dict(n.labels)
+        if not n.ready:
+            d["ready"] = False
+        ext = n.external
+        if ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods:
+            d["external"] = {"gpus": _clean(ext.gpus), "cpu_millis": _clean(ext.cpu_millis),
+                             "memory_bytes": _clean(ext.memory_bytes), "pods": ext.pods}
+        out["nodes"].append(d)
+    out["queues"] = []
+    for q in snap.queues:
+        d = {"name": q.name}
+        if q.display_name:
+            d["display_name"] = q.display_name
+        if q.parent:
+            d["parent"] = q.parent
+        d.update(priority=q.priority, creation_time=_clean(q.creation_time))
+        for r in RESOURCES:
+            d[r] = _queue_resource_dict(q.resource(r))
+        if q.preempt_min_runtime_s is not None:
+            d["preempt_min_runtime_s"] = _clean(q.preempt_min_runtime_s)
+        if q.reclaim_min_runtime_s is not None:
+            d["reclaim_min_runtime_s"] = _clean(q.reclaim_min_runtime_s)
+        out["queues"].append(d)
+    out["jobs"] = [_job_dict(j) for j in snap.jobs]
+    if snap.usage:
+        out["usage"] = {q: {r: _clean(v) for r, v in res.items()} for q, res in snap.usage.items()}
+    return out
+
+
+def _job_dict(j: Job) -> dict:
+    d: dict[str, Any] = {"name": j.name}
+    if j.namespace:
+        d["namespace"] = j.namespace
+    d.update(queue=j.queue, priority=j.priority)
+    if j.preemptible is not None:
+        d["preemptible"] = j.preemptible
+    d["min_available"] = j.min_available
+    if j.subgroups:
+        d["subgroups"] = [{"name": s.name, "min_available": s.min_available} for s in j.subgroups]
+    d["creation_time"] = _clean(j.creation_time)
+    for key in ("last_start_time", "stale_since", "last_eviction_time", "preemption_delay_s",
+                "stale_grace_period_s", "duration_s"):
+        value = getattr(j, key)
+        if value is not None:
+            d[key] = _clean(value)
+    d["tasks"] = [_task_dict(t) for t in j.tasks]
+    return d
+
+
+def _task_dict(t: Task) -> dict:
+    d: dict[str, Any] = {"name": t.name}
+    if t.gpu_memory_mib is not None:
+        d["gpu_memory_mib"] = _clean(t.gpu_memory_mib)
+    elif t.gpu:
+        d["gpu"] = _clean(t.gpu)
+    if t.gpu_devices != 1:
+        d["gpu_devices"] = t.gpu_devices
+    d.update(cpu_millis=_clean(t.cpu_millis), memory_bytes=_clean(t.memory_bytes), status=t.status)
+    if t.node:
+        d["node"] = t.node
+    if t.gpu_groups:
+        d["gpu_group"] = t.gpu_groups[0] if len(t.gpu_groups) == 1 else list(t.gpu_groups)
+    if t.gpu_indices:
+        d["gpu_index"] = t.gpu_indices[0] if len(t.gpu_indices) == 1 else list(t.gpu_indices)
+    if t.subgroup:
+        d["subgroup"] = t.subgroup
+    if t.creation_time is not None:
+        d["creation_time"] = _clean(t.creation_time)
+    if t.usage is not None:
+        d["usage"] = {"gpu_memory_mib": _clean(t.usage.gpu_memory_mib), "gpu_util": _clean(t.usage.gpu_util)}
+    return d
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """Load a snapshot from a ``.yaml``/``.yml``/``.json`` file, or a KAI ``/get-snapshot`` ``.zip``.
+
+    Raises :class:`SnapshotError` naming the file, and the object and field, on any problem.
+    """
+    path = Path(path)
+    if path.suffix == ".zip":
+        from .sources.kai_snapshot import load_kai_snapshot  # imported lazily: optional source
+
+        return load_kai_snapshot(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SnapshotError(str(path), f"cannot read file: {exc.strerror or exc}") from exc
+    return loads_snapshot(text, name=str(path), fmt="json" if path.suffix == ".json" else "yaml")
+
+
+def loads_snapshot(text: str, name: str = "(text)", fmt: str = "yaml") -> Snapshot:
+    """Parse snapshot text (YAML is a superset of JSON, so ``yaml`` reads both)."""
+    try:
+        doc = json.loads(text) if fmt == "json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        elif isinstance(exc, json.JSONDecodeError):
+            where = f" at line {exc.lineno}, column {exc.colno}"
+        detail = getattr(exc, "problem", None) or getattr(exc, "msg", None) or str(exc)
+        raise SnapshotError(name, f"not valid {fmt.upper()}{where} (file truncated or corrupt?): {detail}") from exc
+    if doc is None:
+        raise SnapshotError(name, "empty document")
+    try:
+        return snapshot_from_dict(doc)
+    except SnapshotError as exc:
+        raise SnapshotError([(f"{name}: {p}", m) for p, m in exc.problems]) from None
+
+
+def dumps_snapshot(snap: Snapshot, fmt: str = "yaml") -> str:
+    """Serialise to YAML or JSON text."""
+    doc = snapshot_to_dict(snap)
+    if fmt == "json":
+        return json.dumps(doc, indent=1)
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
+
+
+def save_snapshot(snap: Snapshot, path: str | Path) -> None:
+    """Write a snapshot; the format follows the extension (``.json`` or YAML)."""
+    path = Path(path)
+    path.write_text(dumps_snapshot(snap, "json" if path.suffix == ".json" else "yaml"))
