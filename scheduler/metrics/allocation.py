@@ -1,0 +1,146 @@
+"""Who holds which slice of each GPU, from a snapshot alone; and the names dcgm-exporter would give them.
+
+A *slice* is one task on one GPU device: a whole-GPU task on 4 devices has 4 slices of share 1; a fractional
+task with ``gpu_devices: 2`` has 2 slices of its per-device fraction. Shares use KAI's rules
+(``Task.gpus_on``: a ``gpu_memory_mib`` request becomes a fraction of the node's GPU memory rounded up to 0.01).
+
+Pod identity: dcgm-exporter labels series with the pod's name and namespace. A task named ``ns/pod`` (the
+kube source's convention) is pod ``pod`` in ``ns``; any other task name is the pod name in its job's namespace
+(``default`` when the job has none).
+
+KAI credits a shared GPU to a *reservation pod* in namespace ``kai-resource-reservation`` whose name starts with
+``gpu-reservation`` and which carries the label ``runai-gpu-group=<group>``
+(kai-semantics.md §e.4; KAI ``pkg/binder/binding/resourcereservation/resource_reservation.go``). Older KAI
+releases named it ``gpu-reservation-<node>-<5 random chars>``, newer ones
+``gpu-reservation-<hex(sha256(node + "/" + group))[:16]>``. The simulated exporter uses
+``gpu-reservation-<node>-<hex(sha256(node + "/" + group))[:5]>`` so both the name shape users see and a
+deterministic join are kept; :func:`reservation_group_index` recognises either deterministic form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid as _uuid
+from typing import Optional
+
+import pandas as pd
+
+from ..model import Job, Node, Snapshot, Task
+
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+RESERVATION_POD_PREFIX = "gpu-reservation"
+RESERVATION_CONTAINER = "resource-reservation"
+GPU_GROUP_LABEL = "runai-gpu-group"
+
+HOLDING_STATUSES = frozenset({"running", "binding", "releasing"})
+"""Task statuses that hold a GPU device (a pipelined task does not hold it yet)."""
+
+SLICE_COLUMNS = ["node", "gpu_index", "gpu_group", "task", "pod", "namespace", "job", "queue", "status",
+                 "fractional", "share", "alloc_memory_mib"]
+
+_UUID_NAMESPACE = _uuid.UUID("6f1d3c1e-6b8a-4f5e-9a51-6b61696461c5")
+
+
+def gpu_uuid(node: str, index: int) -> str:
+    """Deterministic GPU UUID for a simulated GPU (``GPU-xxxxxxxx-...``), from node name and index."""
+    return f"GPU-{_uuid.uuid5(_UUID_NAMESPACE, f'{node}/{index}')}"
+
+
+def pod_uid(namespace: str, pod: str) -> str:
+    """Deterministic pod UID for a simulated pod."""
+    return str(_uuid.uuid5(_UUID_NAMESPACE, f"pod/{namespace}/{pod}"))
+
+
+def reservation_pod_name(node: str, group: str) -> str:
+    """Name of the simulated KAI reservation pod that holds GPU group ``group`` on ``node``."""
+    digest = hashlib.sha256(f"{node}/{group}".encode()).hexdigest()
+    return f"{RESERVATION_POD_PREFIX}-{node}-{digest[:5]}"
+
+
+def _kai_reservation_pod_name(node: str, group: str) -> str:
+    digest = hashlib.sha256(f"{node}/{group}".encode()).hexdigest()
+    return f"{RESERVATION_POD_PREFIX}-{digest[:16]}"
+
+
+def is_reservation_pod(namespace: Optional[str], pod: Optional[str]) -> bool:
+    """True for a KAI GPU reservation pod (by name prefix; namespace checked when known)."""
+    if not pod or not pod.startswith(RESERVATION_POD_PREFIX):
+        return False
+    return not namespace or namespace == RESERVATION_NAMESPACE
+
+
+def task_pod(job: Job, task: Task) -> tuple[str, str]:
+    """``(namespace, pod)`` under which dcgm-exporter would label ``task``."""
+    if "/" in task.name:
+        namespace, pod = task.name.split("/", 1)
+        return namespace, pod
+    return job.namespace or "default", task.name
+
+
+def _per_device_share(task: Task, node: Optional[Node]) -> tuple[float, float]:
+    """``(share of one device, allocated MiB on one device)`` for a task on ``node``."""
+    node_mem = node.gpu_memory_mib if node else 0.0
+    if task.gpu_memory_mib is not None:
+        share = task.gpus_on(node_mem) / max(task.gpu_devices, 1)
+        return share, float(task.gpu_memory_mib)
+    if task.gpu >= 1:
+        return 1.0, float(node_mem)
+    return float(task.gpu), float(task.gpu) * node_mem
+
+
+def gpu_inventory(snapshot: Snapshot) -> pd.DataFrame:
+    """One row per GPU device in the snapshot: node, gpu_index, uuid, model, memory_total_mib."""
+    rows = [(n.name, i, gpu_uuid(n.name, i), n.gpu_model, float(n.gpu_memory_mib))
+            for n in snapshot.nodes for i in range(n.gpus)]
+    return pd.DataFrame(rows, columns=["node", "gpu_index", "uuid", "model", "memory_total_mib"])
+
+
+def group_indices_from_tasks(snapshot: Snapshot) -> dict[tuple[str, str], int]:
+    """``(node, gpu_group) -> gpu_index`` as recorded by tasks that carry both."""
+    out: dict[tuple[str, str], int] = {}
+    for _, task in snapshot.iter_tasks():
+        if task.node:
+            for group, index in zip(task.gpu_groups, task.gpu_indices):
+                out.setdefault((task.node, group), index)
+    return out
+
+
+def reservation_group_index(node: str, pod: str, groups_on_node: list[str]) -> Optional[str]:
+    """The GPU group whose deterministic reservation-pod name (ours or current KAI's) is ``pod``, if any."""
+    for group in groups_on_node:
+        if pod in (reservation_pod_name(node, group), _kai_reservation_pod_name(node, group)):
+            return group
+    return None
+
+
+def slices(snapshot: Snapshot, group_index: Optional[dict[tuple[str, str], int]] = None) -> pd.DataFrame:
+    """One row per (task, GPU device) for every task holding a GPU (see :data:`HOLDING_STATUSES`).
+
+    ``group_index`` resolves ``(node, gpu_group) -> gpu_index`` for fractional tasks that know their group but
+    not their device index (from other tasks, or from the reservation pod's DCGM series). A slice whose device
+    stays unknown gets ``gpu_index = -1``.
+    """
+    nodes = snapshot.node_map()
+    known = dict(group_indices_from_tasks(snapshot))
+    if group_index:
+        known.update(group_index)
+    rows = []
+    for job, task in snapshot.iter_tasks():
+        if task.status not in HOLDING_STATUSES or not task.is_gpu or not task.node:
+            continue
+        node = nodes.get(task.node)
+        share, mem = _per_device_share(task, node)
+        namespace, pod = task_pod(job, task)
+        devices = int(task.gpu) if not task.is_fractional else max(task.gpu_devices, 1)
+        for d in range(devices):
+            group = task.gpu_groups[d] if d < len(task.gpu_groups) else None
+            if d < len(task.gpu_indices):
+                index = task.gpu_indices[d]
+            elif group is not None and (task.node, group) in known:
+                index = known[(task.node, group)]
+            else:
+                index = -1
+            rows.append((task.node, index, group, task.name, pod, namespace, job.key, job.queue, task.status,
+                         task.is_fractional, share, mem))
+    frame = pd.DataFrame(rows, columns=SLICE_COLUMNS)
+    return frame.astype({"gpu_index": "int64", "share": "float64", "alloc_memory_mib": "float64"})
