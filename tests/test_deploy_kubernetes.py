@@ -211,6 +211,8 @@ def test_deployment_runs_one_replica_of_kaidash_serve_against_kube_and_prometheu
     assert re.fullmatch(r"https?://prometheus[\w.-]*(:\d+)?/?", _arg_value(args, "--prometheus"))
     assert _arg_value(args, "--address") == "0.0.0.0"
     assert _arg_value(args, "--port") == "5006"
+    # docs/deploy.md's kustomize patch replaces args/8 to point at another Prometheus.
+    assert args.index("--prometheus") + 1 == 8
     assert _container()["ports"] == [{"name": "http", "containerPort": 5006, "protocol": "TCP"}]
 
 
