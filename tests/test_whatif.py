@@ -1,0 +1,134 @@
+"""What-if: overrides on a snapshot copy, fragmentation numbers, and the steady-state diff.
+
+Expected numbers are worked out by hand in the comments from tiny snapshots.
+"""
+
+import pytest
+
+from scheduler.errors import SnapshotError
+from scheduler.model import Job, Node, Queue, QueueResource, Snapshot, Task
+from scheduler.snapshot_io import load_snapshot, snapshot_to_dict
+from scheduler.whatif import WhatIf, allocated_gpus, fragmentation, gpu_occupancy, pending_jobs
+
+
+def node(name, gpus=4, pool="a", **kw):
+    return Node(name=name, gpus=gpus, gpu_memory_mib=81920, cpu_millis=64000, memory_bytes=2**38,
+                labels={"kai.scheduler/node-pool": pool}, **kw)
+
+
+def job(name, queue, *tasks, **kw):
+    return Job(name=name, queue=queue, tasks=list(tasks), **kw)
+
+
+def base_snapshot():
+    return Snapshot(
+        nodes=[node("a1"), node("a2"), node("a3"), node("b1", pool="b")],
+        queues=[Queue("q1", gpu=QueueResource(2, -1, 1)), Queue("q2")],
+        jobs=[job("run", "q1", Task("run-0", gpu=1, status="running", node="a1", gpu_indices=[0])),
+              *[job(f"p{i}", "q2", Task(f"p{i}-0", gpu=1), creation_time=i) for i in range(4)]])
+
+
+# ---------------------------------------------------------------------------------------------- overrides
+
+def test_queue_overrides_apply_to_a_copy():
+    snap = base_snapshot()
+    before = snapshot_to_dict(snap)
+    w = WhatIf(queues={"q1": {"priority": 7, "gpu": {"quota": 5, "limit": 6, "over_quota_weight": 3}},
+                       "q2": {"cpu": {"limit": -1}}}, k_value=0.5, placement_gpu="spread",
+               gpu_device_order="spread")
+    out = w.apply(snap)
+    q1 = out.queue_map()["q1"]
+    assert q1.priority == 7
+    assert (q1.gpu.quota, q1.gpu.limit, q1.gpu.over_quota_weight) == (5, 6, 3)
+    assert out.queue_map()["q2"].cpu.limit == -1
+    assert out.config.k_value == 0.5
+    assert out.config.placement.gpu == "spread" and out.config.placement.cpu == "binpack"
+    assert out.config.gpu_device_order == "spread"
+    assert snapshot_to_dict(snap) == before  # input untouched
+
+
+def test_add_nodes_clones_the_pools_first_node():
+    out, notes = WhatIf(nodes={"a": 2}).apply_with_notes(base_snapshot())
+    assert notes["nodes_added"] == ["a-whatif-1", "a-whatif-2"]
+    added = [n for n in out.nodes if n.name.startswith("a-whatif")]
+    assert [n.pool for n in added] == ["a", "a"] and all(n.gpus == 4 for n in added)
+    assert len(out.nodes) == 6
+
+
+def test_remove_nodes_takes_least_loaded_then_last_by_name():
+    # a2 and a3 are empty (a3 goes first: last by name), a1 holds the running task.
+    out, notes = WhatIf(nodes={"a": -1}).apply_with_notes(base_snapshot())
+    assert notes["nodes_removed"] == ["a3"]
+    out, notes = WhatIf(nodes={"a": -2}).apply_with_notes(base_snapshot())
+    assert notes["nodes_removed"] == ["a2", "a3"] and notes["tasks_displaced"] == []
+    out, notes = WhatIf(nodes={"a": -3}).apply_with_notes(base_snapshot())
+    assert notes["tasks_displaced"] == ["run-0"]
+    task = out.job_map()["run"].tasks[0]
+    assert (task.status, task.node, task.gpu_indices) == ("pending", None, [])
+    assert [n.name for n in out.nodes] == ["b1"]
+
+
+@pytest.mark.parametrize("scale, expected", [
+    # Job i of the 4 pending jobs appears ceil((i+1)s) - ceil(is) times.
+    (1.5, ["p0", "p0-x-1", "p1", "p2", "p2-x-1", "p3"]),   # 2, 1, 2, 1 copies
+    (0.5, ["p0", "p2"]),                                   # 1, 0, 1, 0
+    (2.0, ["p0", "p0-x-1", "p1", "p1-x-1", "p2", "p2-x-1", "p3", "p3-x-1"]),
+    (0.0, []),
+])
+def test_demand_scaling_is_deterministic(scale, expected):
+    out = WhatIf(demand_scale=scale).apply(base_snapshot())
+    assert sorted(j.key for j in pending_jobs(out)) == expected
+    assert "run" in out.job_map()  # running jobs are never scaled
+    names = [t.name for _, t in out.iter_tasks()]
+    assert len(names) == len(set(names))  # clones get unique task names
+
+
+@pytest.mark.parametrize("overrides, path", [
+    ({"queues": {"nope": {"priority": 1}}}, "whatif.queues[nope]"),
+    ({"queues": {"q1": {"gpu": {"quota": -3}}}}, "whatif.queues[q1].gpu.quota"),
+    ({"queues": {"q1": {"gpu": {"weight": 3}}}}, "whatif.queues[q1].gpu.weight"),
+    ({"nodes": {"zzz": 1}}, "whatif.nodes[zzz]"),
+    ({"nodes": {"b": -2}}, "whatif.nodes[b]"),
+    ({"placement_gpu": "random"}, "whatif.placement_gpu"),
+    ({"demand_scale": -1}, "whatif.demand_scale"),
+    ({"colour": "red"}, "whatif.colour"),
+])
+def test_bad_overrides_name_the_field(overrides, path):
+    with pytest.raises(SnapshotError) as info:
+        WhatIf.from_dict(overrides).apply(base_snapshot())
+    assert info.value.path == path
+
+
+def test_describe_in_words():
+    lines = WhatIf(queues={"q1": {"gpu": {"limit": -1}}}, nodes={"a": -2}, demand_scale=1.5).describe()
+    assert lines == ["queue q1: gpu limit unlimited", "remove 2 nodes from pool a", "pending demand x1.5"]
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+
+def test_fragmentation_and_allocation():
+    # n1: 0.5 GPU on device 0, 2 GPUs on devices 1-2 -> device 3 idle, 0.5 free on a shared device.
+    # n2: 2 idle devices. Idle 3, free on shared 0.5 -> shared fraction 0.5 / 3.5 = 1/7.
+    # Pending shapes: 2 GPUs twice, 0.5 once -> common "2 GPUs"; n1 (1 idle device) cannot host it, n2 can.
+    snap = Snapshot(
+        nodes=[node("n1"), node("n2", gpus=2)],
+        queues=[Queue("q")],
+        jobs=[job("a", "q", Task("a0", gpu=0.5, status="running", node="n1", gpu_indices=[0], gpu_groups=["g1"])),
+              job("b", "q", Task("b0", gpu=2, status="running", node="n1", gpu_indices=[1, 2])),
+              job("p", "q", Task("p0", gpu=2), Task("p1", gpu=2), Task("p2", gpu=0.5))])
+    assert gpu_occupancy(snap) == {"n1": [0.5, 1.0, 1.0, 0.0], "n2": [0.0, 0.0]}
+    frag = fragmentation(snap)
+    assert frag["idle_gpus"] == 3
+    assert frag["free_on_shared_gpus"] == 0.5
+    assert frag["shared_free_fraction"] == pytest.approx(1 / 7, abs=1e-6)
+    assert frag["common_pending_shape"] == "2 GPUs"
+    assert frag["nodes_unable_to_host"] == 1
+    assert frag["largest_free_block"] == 2
+    assert allocated_gpus(snap) == 2.5
+
+
+def test_whole_gpu_tasks_without_device_index_take_free_devices():
+    snap = Snapshot(nodes=[node("n1")], queues=[Queue("q")],
+                    jobs=[job("a", "q", Task("a0", gpu=3, status="running", node="n1"))])
+    assert sorted(gpu_occupancy(snap)["n1"]) == [0.0, 1.0, 1.0, 1.0]
+    assert fragmentation(snap)["common_pending_shape"] is None
