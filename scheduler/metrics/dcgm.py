@@ -1,0 +1,274 @@
+"""DCGM series -> the per-GPU frame: who holds which slice of each GPU and how much of it they really use.
+
+Pure functions, no I/O: :func:`samples_from_vector` (a Prometheus instant-query result) and
+:func:`samples_from_exposition` (an exporter's ``/metrics`` text) both produce *samples*, one row per series
+in canonical units; :func:`build_gpu_frame` joins them to a snapshot.
+
+Attribution rules (see docs/metrics.md "Attribution"):
+
+1. A GPU's device value for a field comes from its series without pod labels if there is one, else from the
+   series credited to a KAI reservation pod, else from the pod-labelled series (dcgm-exporter's exclusive mode
+   labels the device series with the one pod holding it).
+2. Per-pod values: when a GPU has both an unlabelled ``FB_USED``/``GPU_UTIL`` series and pod-labelled ones,
+   the pod-labelled ones are NVML per-process values (``--kubernetes-virtual-gpus``): each pod gets its own
+   number, ``attribution = "exporter"``.
+3. A whole-GPU slice whose pod is the pod the exporter credited gets the device's value,
+   ``attribution = "exporter"``.
+4. Otherwise (a shared GPU credited to the reservation pod, or a GPU whose pod labels are missing) used memory
+   is split across the GPU's slices in proportion to their share, ``attribution = "proportional"``.
+
+Reservation pod -> GPU -> ``runai-gpu-group`` -> fractional tasks: the reservation pod's series gives the
+device index; its group comes from ``reservation_groups`` (pod name -> group, from the pod's
+``runai-gpu-group`` label, supplied by a kube source) or from a deterministic reservation-pod name; fractional
+tasks that know their group but not their index are placed on that device.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import numpy as np
+import pandas as pd
+
+from ..model import Snapshot
+from . import variants as V
+from .allocation import gpu_inventory, is_reservation_pod, reservation_group_index, slices
+
+GpuKey = tuple[str, int]
+
+SAMPLE_COLUMNS = ["host", "gpu_index", "uuid", "model", "field", "value", "pod", "namespace", "container",
+                  "pod_uid", "mig"]
+
+FRAME_COLUMNS = [
+    "node", "gpu_index", "uuid", "model", "gpu_group", "task", "pod", "namespace", "job", "queue", "status",
+    "fractional", "share", "alloc_memory_mib", "used_memory_mib", "pod_util", "attribution", "dcgm_pod",
+    "memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib", "gpu_util",
+    "gr_engine_active", "dram_active", "power_w", "temp_c", "xid", "has_metrics",
+    "over_share", "idle_allocated", "unallocated_in_use",
+]
+"""Columns of the per-GPU frame: one row per (GPU, slice); a GPU with no slice has one row with ``task`` NaN.
+
+Units: memory in MiB, utilisation as a 0-1 ratio, power in W, temperature in degrees C; ``xid`` is the last
+XID error code (0 = none). ``used_memory_mib``/``pod_util`` are the slice's own; ``memory_*``/``gpu_util``/...
+are the whole GPU's. ``attribution`` says how ``used_memory_mib`` was obtained: ``exporter`` or
+``proportional``.
+"""
+
+_DEVICE_FIELDS = {V.FB_USED: "memory_used_mib", V.FB_FREE: "memory_free_mib", V.FB_RESERVED: "memory_reserved_mib",
+                  V.FB_TOTAL: "memory_total_mib", V.GPU_UTIL: "gpu_util", V.GR_ENGINE_ACTIVE: "gr_engine_active",
+                  V.DRAM_ACTIVE: "dram_active", V.POWER: "power_w", V.TEMP: "temp_c", V.XID: "xid"}
+
+
+def empty_frame() -> pd.DataFrame:
+    """A frame with :data:`FRAME_COLUMNS` and no rows."""
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in FRAME_COLUMNS})
+
+
+# ------------------------------------------------------------------------------------------ samples
+
+def _name_index(variant: V.DetectedVariant) -> dict[str, tuple[str, float]]:
+    return {spec.name: (field, spec.scale) for field, spec in variant.metrics.items()}
+
+
+def _label(labels: dict, variant: V.DetectedVariant, canonical: str) -> str:
+    name = variant.label(canonical)
+    return labels.get(name, "") if name else ""
+
+
+def _sample_rows(items: Iterable[tuple[str, dict, float]], variant: V.DetectedVariant) -> pd.DataFrame:
+    names = _name_index(variant)
+    rows = []
+    for metric, labels, raw in items:
+        if metric not in names:
+            continue
+        field, scale = names[metric]
+        gpu = _label(labels, variant, "gpu")
+        host = _label(labels, variant, "host")
+        if not gpu.isdigit() or not host:
+            continue
+        value = np.nan if V.is_sentinel(raw) else float(raw) * scale
+        rows.append((host, int(gpu), _label(labels, variant, "uuid"), _label(labels, variant, "model"), field,
+                     value, _label(labels, variant, "pod"), _label(labels, variant, "namespace"),
+                     _label(labels, variant, "container"), _label(labels, variant, "pod_uid"),
+                     _label(labels, variant, "mig_instance")))
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype({"gpu_index": "int64", "value": "float64"})
+
+
+def samples_from_vector(result: list[dict], variant: V.DetectedVariant) -> pd.DataFrame:
+    """Samples from a Prometheus instant-vector result (``[{"metric": {...}, "value": [ts, "v"]}, ...]``)."""
+    def items():
+        for series in result:
+            labels = series.get("metric", {})
+            try:
+                raw = float(series["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+            yield labels.get("__name__", ""), labels, raw
+    return _sample_rows(items(), variant)
+
+
+def samples_from_exposition(text: str, variant: V.DetectedVariant) -> pd.DataFrame:
+    """Samples parsed straight from exporter exposition text (no Prometheus in between)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def items():
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                yield s.name, s.labels, s.value
+    return _sample_rows(items(), variant)
+
+
+# ------------------------------------------------------------------------------------------ joining
+
+def _match_hosts(hosts: Iterable[str], node_names: Iterable[str]) -> dict[str, str]:
+    """DCGM host label -> snapshot node name: exact, then case-insensitive short name (``n1.example`` -> n1)."""
+    nodes = list(node_names)
+    exact = set(nodes)
+    short = {n.split(".")[0].lower(): n for n in nodes}
+    out = {}
+    for host in hosts:
+        if host in exact:
+            out[host] = host
+        elif host.split(".")[0].lower() in short:
+            out[host] = short[host.split(".")[0].lower()]
+    return out
+
+
+def _reservation_group_indices(snapshot: Snapshot, samples: pd.DataFrame,
+                               reservation_groups: Optional[dict[str, str]]) -> dict[GpuKey, int]:
+    """``(node, gpu_group) -> gpu_index`` learnt from reservation pods' series."""
+    res = samples[samples["is_reservation"]].drop_duplicates(["node", "gpu_index", "pod"])
+    if res.empty:
+        return {}
+    groups_by_node: dict[str, list[str]] = {}
+    for _, task in snapshot.iter_tasks():
+        if task.node:
+            groups_by_node.setdefault(task.node, []).extend(task.gpu_groups)
+    out = {}
+    for row in res.itertuples(index=False):
+        group = (reservation_groups or {}).get(row.pod) or (reservation_groups or {}).get(
+            f"{row.namespace}/{row.pod}")
+        if group is None:
+            group = reservation_group_index(row.node, row.pod, groups_by_node.get(row.node, []))
+        if group is not None:
+            out[(row.node, group)] = int(row.gpu_index)
+    return out
+
+
+def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Optional[dict[GpuKey, float]] = None,
+                    *, reservation_groups: Optional[dict[str, str]] = None, idle_util_threshold: float = 0.05,
+                    in_use_memory_mib: float = 256.0, over_share_tolerance_mib: float = 0.0,
+                    info: Optional[dict] = None) -> pd.DataFrame:
+    """The per-GPU frame (:data:`FRAME_COLUMNS`) for ``snapshot`` from DCGM ``samples``.
+
+    ``idle_max_util`` maps a GPU to its maximum utilisation over a window the data fully covers (GPUs
+    missing from it are never flagged idle). Flags: ``over_share`` = the slice uses more memory than it was
+    allocated (+ tolerance; KAI does not isolate, so neighbours risk OOM); ``idle_allocated`` = the GPU holds
+    slices but its utilisation stayed below ``idle_util_threshold`` for the window; ``unallocated_in_use`` =
+    no slice, yet memory used above ``in_use_memory_mib`` or utilisation at or above the threshold.
+    ``info``, when given, receives counts of series dropped (unknown hosts, MIG instances).
+    """
+    inv = gpu_inventory(snapshot).drop(columns=["uuid"]).rename(columns={"memory_total_mib": "memory_total_mib_snapshot"})
+    info = info if info is not None else {}
+    s = samples.copy()
+    host_map = _match_hosts(s["host"].unique(), (n.name for n in snapshot.nodes))
+    s["node"] = s["host"].map(host_map)
+    info["unknown_host_series"] = int(s["node"].isna().sum())
+    info["mig_series"] = int((s["mig"] != "").sum())
+    s = s[s["node"].notna() & (s["mig"] == "")]
+    s["has_pod"] = s["pod"] != ""
+    s["is_reservation"] = [is_reservation_pod(ns, p) for ns, p in zip(s["namespace"], s["pod"])]
+    s["priority"] = np.where(~s["has_pod"], 0, np.where(s["is_reservation"], 1, 2))
+
+    # 1. device values
+    dev = (s.sort_values("priority", kind="stable").drop_duplicates(["node", "gpu_index", "field"])
+           .pivot(index=["node", "gpu_index"], columns="field", values="value")
+           .rename(columns=_DEVICE_FIELDS))
+    for col in _DEVICE_FIELDS.values():
+        if col not in dev.columns:
+            dev[col] = np.nan
+    dev = dev[list(_DEVICE_FIELDS.values())].reset_index()
+    dev["has_metrics"] = True
+    first = s.sort_values("priority", kind="stable").drop_duplicates(["node", "gpu_index"])
+    ident = first[["node", "gpu_index", "uuid", "model"]].rename(columns={"model": "dcgm_model"})
+    credited = s[s["has_pod"]].sort_values("priority", kind="stable").drop_duplicates(["node", "gpu_index"])
+    credited = credited.assign(dcgm_pod=credited["namespace"] + "/" + credited["pod"])[
+        ["node", "gpu_index", "dcgm_pod"]]
+
+    # 2. per-pod values (per-process mode): pod-labelled FB_USED/GPU_UTIL next to an unlabelled series
+    unlabelled = s.loc[~s["has_pod"], ["node", "gpu_index", "field"]].drop_duplicates()
+    pp = s[s["has_pod"] & ~s["is_reservation"] & s["field"].isin(V.PER_POD_FIELDS)]
+    pp = pp.merge(unlabelled, on=["node", "gpu_index", "field"])
+    per_pod = (pp.drop_duplicates(["node", "gpu_index", "namespace", "pod", "field"])
+               .pivot(index=["node", "gpu_index", "namespace", "pod"], columns="field", values="value")
+               .rename(columns={V.FB_USED: "pod_memory_used_mib", V.GPU_UTIL: "pod_util"}))
+    for col in ("pod_memory_used_mib", "pod_util"):
+        if col not in per_pod.columns:
+            per_pod[col] = np.nan
+    per_pod = per_pod[["pod_memory_used_mib", "pod_util"]].reset_index()
+
+    # 3. slices, with reservation pods resolving devices of tasks that only know their group
+    sl = slices(snapshot, _reservation_group_indices(snapshot, s, reservation_groups))
+    frame = inv.merge(sl, on=["node", "gpu_index"], how="outer")
+    frame = frame.merge(dev, on=["node", "gpu_index"], how="left")
+    frame = frame.merge(ident, on=["node", "gpu_index"], how="left")
+    frame = frame.merge(credited, on=["node", "gpu_index"], how="left")
+    frame = frame.merge(per_pod, on=["node", "gpu_index", "namespace", "pod"], how="left")
+
+    frame["model"] = frame["dcgm_model"].where(frame["dcgm_model"].notna() & (frame["dcgm_model"] != ""),
+                                               frame["model"])
+    frame["has_metrics"] = frame["has_metrics"].eq(True)
+    total_from_parts = frame["memory_used_mib"] + frame["memory_free_mib"] + frame["memory_reserved_mib"].fillna(0)
+    frame["memory_total_mib"] = (frame["memory_total_mib"].fillna(total_from_parts)
+                                 .fillna(frame["memory_total_mib_snapshot"]))
+
+    # 4. attribution
+    has_task = frame["task"].notna()
+    key = [frame["node"], frame["gpu_index"]]
+    n_slices = has_task.groupby(key).transform("sum")
+    share_sum = frame["share"].where(has_task, 0.0).groupby(key).transform("sum")
+    own_pod = frame["namespace"] + "/" + frame["pod"]
+    exclusive = has_task & (n_slices == 1) & ~frame["fractional"].eq(True) & (frame["dcgm_pod"] == own_pod)
+    per_pod_known = has_task & frame["pod_memory_used_mib"].notna()
+    proportional = has_task & ~per_pod_known & ~exclusive & frame["memory_used_mib"].notna() & (share_sum > 0)
+    frame["used_memory_mib"] = np.select(
+        [per_pod_known, exclusive, proportional],
+        [frame["pod_memory_used_mib"], frame["memory_used_mib"],
+         frame["memory_used_mib"] * frame["share"] / share_sum.where(share_sum > 0, 1.0)],
+        default=np.nan)
+    frame["pod_util"] = frame["pod_util"].where(per_pod_known, frame["gpu_util"].where(exclusive))
+    frame["attribution"] = np.select([per_pod_known | exclusive, proportional], ["exporter", "proportional"],
+                                     default=None)
+
+    # 5. flags
+    limit = frame["alloc_memory_mib"] + over_share_tolerance_mib
+    frame["over_share"] = has_task & (frame["used_memory_mib"] > limit)
+    allocated = n_slices > 0
+    util_now = frame["gpu_util"].fillna(frame["gr_engine_active"])
+    frame["unallocated_in_use"] = ~allocated & ((frame["memory_used_mib"] > in_use_memory_mib)
+                                                | (util_now >= idle_util_threshold))
+    idle = idle_max_util or {}
+    window_max = pd.Series([idle.get((n, int(i)), np.nan) for n, i in zip(frame["node"], frame["gpu_index"])],
+                           index=frame.index, dtype="float64")
+    frame["idle_allocated"] = allocated & (window_max < idle_util_threshold)
+    for col in ("over_share", "idle_allocated", "unallocated_in_use", "has_metrics"):
+        frame[col] = frame[col].fillna(False).astype(bool)
+    frame = frame.sort_values(["node", "gpu_index", "task"], na_position="first", kind="stable")
+    return frame[FRAME_COLUMNS].reset_index(drop=True)
+
+
+def gpu_summary(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per GPU: allocated share, slice count, memory/utilisation, and any flag raised on it."""
+    if frame.empty:
+        return pd.DataFrame(columns=["node", "gpu_index", "slices", "allocated_share", "memory_used_mib",
+                                     "gpu_util", "over_share", "idle_allocated", "unallocated_in_use"])
+    g = frame.groupby(["node", "gpu_index"], sort=True)
+    return pd.DataFrame({
+        "slices": g["task"].count(),
+        "allocated_share": g["share"].sum(min_count=1).fillna(0.0),
+        "memory_used_mib": g["memory_used_mib"].first(),
+        "gpu_util": g["gpu_util"].first(),
+        "over_share": g["over_share"].any(),
+        "idle_allocated": g["idle_allocated"].any(),
+        "unallocated_in_use": g["unallocated_in_use"].any(),
+    }).reset_index()
