@@ -1,0 +1,870 @@
+"""Kubernetes objects (as the API server returns them in JSON) → a validated :class:`~scheduler.model.Snapshot`.
+
+Shared by the live ``kube`` source and the KAI ``/get-snapshot`` zip importer, so both read a cluster the same
+way. The rules follow KAI's cache (kai-semantics.md):
+
+- Nodes: allocatable ``nvidia.com/gpu`` (+ MIG instances counted as their compute-slice number of GPUs, §e.6),
+  ``nvidia.com/gpu.memory`` label (MiB, floored to 100 MiB; missing → 100 as KAI does, §e.2), Ready condition.
+- Pods of the KAI scheduler become tasks; their status follows KAI's ``getTaskStatus`` (§b "Mapping from a k8s
+  Pod"). Fractions come from the ``gpu-fraction`` / ``gpu-memory`` / ``gpu-fraction-num-devices`` annotations,
+  GPU groups from the ``runai-gpu-group`` labels, GPU indices from the reservation pods in
+  ``kai-resource-reservation`` (annotation ``run.ai/reserve_for_gpu_index``, §e.4).
+- Active pods of other schedulers count against their node's capacity (``Node.external``, §b.1); KAI utility pods
+  (reservation, scaling) do not.
+- Queues (``scheduling.run.ai/v2``): missing quota/limit/weight = 0, memory in MB (10^6 bytes), ``-1`` kept;
+  orphan queues and their subtrees are dropped (§b, "Queue snapshotting details").
+- PodGroups (``scheduling.run.ai/v2alpha2``): minMember (nil → 1), queue, priority class (unknown → globalDefault
+  else 50, §d/§f), preemptibility, subGroups, KAI's timestamps and durations. KAI pods with no PodGroup become a
+  single-task job each, as the pod-grouper would make them.
+
+One malformed object is skipped (or adjusted) with a :class:`SourceWarning` naming kind, namespace, name and
+field; conversion itself never raises for bad objects.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from ..errors import SnapshotError, SourceError
+from ..model import (
+    DEFAULT_JOB_PRIORITY,
+    DEFAULT_QUEUE_PRIORITY,
+    Job,
+    Node,
+    Queue,
+    QueueResource,
+    SchedulerConfig,
+    Snapshot,
+    SubGroup,
+    Task,
+)
+from ..snapshot_io import validate
+from .k8s_parse import BadField, duration, gpu_memory_label_mib, integer, number, quantity, timestamp
+from .warnings import SourceWarning
+
+DEFAULT_SCHEDULER_NAME = "kai-scheduler"
+DEFAULT_QUEUE_NAME = "default-queue"
+DEFAULT_QUEUE_LABEL_KEY = "kai.scheduler/queue"
+LEGACY_QUEUE_LABEL_KEY = "runai/queue"
+PROJECT_LABEL_KEY = "project"
+DEFAULT_GPU_MEMORY_MIB = 100.0
+"""KAI's ``DefaultGpuMemory`` when a node lacks the ``nvidia.com/gpu.memory`` label."""
+
+RESERVATION_NAMESPACE = "kai-resource-reservation"
+UTILITY_APP_LABEL_VALUES = frozenset({"kai-resource-reservation", "runai-reservation", "scaling-pod"})
+"""Values of the ``app`` label that mark KAI utility pods (``pod_info/utility_pods.go``)."""
+
+GPU_RESOURCE = "nvidia.com/gpu"
+MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
+ANN_FRACTION = "gpu-fraction"
+ANN_GPU_MEMORY = "gpu-memory"
+ANN_NUM_DEVICES = "gpu-fraction-num-devices"
+ANN_POD_GROUP = "pod-group-name"
+ANN_RESERVED_INDEX = "run.ai/reserve_for_gpu_index"
+LABEL_GPU_GROUP = "runai-gpu-group"
+LABEL_SUBGROUP = "kai.scheduler/subgroup-name"
+LABEL_PREEMPTIBILITY = "kai.scheduler/preemptibility"
+LABEL_PRIORITY_CLASS = "priorityClassName"
+FALLBACK_PRIORITY_CLASS = "train"
+"""The pod-grouper's last-resort priority class for a bare pod (kai-semantics §d)."""
+
+NODE_LABEL_PREFIXES = ("kai.scheduler/", "nvidia.com/gpu.", "nvidia.com/mig.", "node-role.kubernetes.io/",
+                       "topology.kubernetes.io/", "node.kubernetes.io/instance-type", "kubernetes.io/hostname",
+                       "pool", "nodepool", "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
+                       "kubernetes.azure.com/agentpool")
+"""Node labels kept in the snapshot (scheduling-relevant ones; feature-discovery noise is dropped)."""
+
+RESOURCE_KINDS = {"nodes": "Node", "pods": "Pod", "queues": "Queue", "podgroups": "PodGroup",
+                  "priorityclasses": "PriorityClass", "bindrequests": "BindRequest"}
+
+
+@dataclass
+class RawObjects:
+    """Lists of raw Kubernetes objects (JSON dicts), one list per resource type."""
+
+    nodes: list = field(default_factory=list)
+    pods: list = field(default_factory=list)
+    queues: list = field(default_factory=list)
+    podgroups: list = field(default_factory=list)
+    priorityclasses: list = field(default_factory=list)
+    bindrequests: list = field(default_factory=list)
+
+
+@dataclass
+class Conversion:
+    """The result of reading a cluster: the snapshot plus what was skipped and what KAI itself reported."""
+
+    snapshot: Snapshot
+    warnings: list[SourceWarning] = field(default_factory=list)
+    scheduling_conditions: dict[str, list[dict]] = field(default_factory=dict)
+    """KAI's own verdicts per job key, from PodGroup ``status.schedulingConditions``."""
+    external_pods: int = 0
+    """Pods of other schedulers (or unschedulable KAI pods) counted as external load on nodes."""
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def _meta(obj: Any) -> tuple[Optional[str], Optional[str]]:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict):
+        return None, None
+    ns, name = meta.get("namespace"), meta.get("name")
+    return (ns if isinstance(ns, str) and ns else None), (name if isinstance(name, str) and name else None)
+
+
+def _dict(obj: Any, *path: str) -> dict:
+    """``obj[path...]`` if every step is a mapping, else ``{}`` (absent sections are empty in Kubernetes JSON)."""
+    cur = obj
+    walked = []
+    for key in path:
+        walked.append(key)
+        if cur is None:
+            return {}
+        if not isinstance(cur, dict):
+            raise BadField(".".join(walked[:-1]), f"expected a mapping, got {type(cur).__name__}")
+        cur = cur.get(key)
+    if cur is None:
+        return {}
+    if not isinstance(cur, dict):
+        raise BadField(".".join(path), f"expected a mapping, got {type(cur).__name__}")
+    return cur
+
+
+def _str_map(obj: Any, *path: str) -> dict[str, str]:
+    m = _dict(obj, *path)
+    for k, v in m.items():
+        if not isinstance(v, str):
+            raise BadField(".".join(path) + f".{k}", f"expected a string, got {v!r}")
+    return m
+
+
+def _creation_time(obj: dict) -> Optional[float]:
+    value = _dict(obj, "metadata").get("creationTimestamp")
+    return None if value is None else timestamp(value, "metadata.creationTimestamp")
+
+
+class _Warnings:
+    def __init__(self) -> None:
+        self.items: list[SourceWarning] = []
+
+    def add(self, kind: str, ns: Optional[str], name: Optional[str], fld: Optional[str], message: str,
+            skipped: bool = True) -> None:
+        self.items.append(SourceWarning(kind, ns, name, fld, message, skipped))
+
+
+# ---------------------------------------------------------------------------------------------- resources
+
+def _add(total: dict[str, float], requests: dict, where: str, limits: Optional[dict] = None) -> dict[str, float]:
+    """``total`` plus one container's requests; a resource with only a limit requests its limit (API defaulting)."""
+    out = dict(total)
+    merged = {**(limits or {}), **requests}
+    for name, value in merged.items():
+        out[name] = out.get(name, 0.0) + quantity(value, f"{where}.{name}")
+    return out
+
+
+def pod_requests(spec: dict) -> dict[str, float]:
+    """Effective pod requests per resource name (base units), as kube-scheduler and KAI compute them.
+
+    Sum over regular containers (and restartable "sidecar" init containers), at least the largest plain init
+    container plus the sidecars started before it, plus ``spec.overhead``.
+    """
+    regular: dict[str, float] = {}
+    for i, c in enumerate(spec.get("containers") or []):
+        res = _dict(c, "resources")
+        regular = _add(regular, _dict(res, "requests"), f"spec.containers[{i}].resources.requests",
+                       _dict(res, "limits"))
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
+    for i, c in enumerate(spec.get("initContainers") or []):
+        res = _dict(c, "resources")
+        one = _add({}, _dict(res, "requests"), f"spec.initContainers[{i}].resources.requests", _dict(res, "limits"))
+        if c.get("restartPolicy") == "Always":
+            sidecars = {n: sidecars.get(n, 0.0) + one.get(n, 0.0) for n in set(sidecars) | set(one)}
+            continue
+        for name, value in one.items():
+            init_peak[name] = max(init_peak.get(name, 0.0), value + sidecars.get(name, 0.0))
+    total = {name: regular.get(name, 0.0) + sidecars.get(name, 0.0) for name in set(regular) | set(sidecars)}
+    for name, value in init_peak.items():
+        total[name] = max(total.get(name, 0.0), value)
+    for name, value in _dict(spec, "overhead").items():
+        total[name] = total.get(name, 0.0) + quantity(value, f"spec.overhead.{name}")
+    return total
+
+
+def gpu_devices_requested(requests: dict[str, float]) -> float:
+    """Whole GPUs requested: ``nvidia.com/gpu`` plus MIG instances counted as G GPUs each (§e.6)."""
+    total = requests.get(GPU_RESOURCE, 0.0)
+    for name, value in requests.items():
+        m = MIG_RESOURCE.match(name)
+        if m:
+            total += int(m.group(1)) * value
+    return total
+
+
+# ---------------------------------------------------------------------------------------------- nodes
+
+def convert_node(obj: dict, warn: _Warnings) -> Node:
+    """One Node object → :class:`Node` (raises :class:`BadField`)."""
+    _, name = _meta(obj)
+    if name is None:
+        raise BadField("metadata.name", "missing")
+    status = _dict(obj, "status")
+    alloc = _dict(status, "allocatable") or _dict(status, "capacity")
+    labels = _str_map(obj, "metadata", "labels")
+    gpus_exact = quantity(alloc.get(GPU_RESOURCE, 0), f"status.allocatable.{GPU_RESOURCE}")
+    gpus = int(gpus_exact)
+    mig = 0
+    for res, value in alloc.items():
+        m = MIG_RESOURCE.match(res)
+        if m:
+            mig += int(m.group(1)) * int(quantity(value, f"status.allocatable.{res}"))
+    gpus += mig
+    cpu_millis = quantity(alloc.get("cpu", 0), "status.allocatable.cpu") * 1000
+    memory = quantity(alloc.get("memory", 0), "status.allocatable.memory")
+    pods = int(quantity(alloc.get("pods", 110), "status.allocatable.pods"))
+    gpu_memory = 0.0
+    if gpus:
+        label = labels.get("nvidia.com/gpu.memory")
+        if label is None:
+            gpu_memory = DEFAULT_GPU_MEMORY_MIB
+            warn.add("Node", None, name, "metadata.labels.nvidia.com/gpu.memory",
+                     "label missing: GPU memory taken as 100 MiB as KAI does (gpu-memory requests will not fit)",
+                     skipped=False)
+        else:
+            try:
+                gpu_memory = gpu_memory_label_mib(label, "metadata.labels.nvidia.com/gpu.memory")
+            except BadField as exc:
+                gpu_memory = DEFAULT_GPU_MEMORY_MIB
+                warn.add("Node", None, name, exc.field, exc.message + "; taken as 100 MiB as KAI does", skipped=False)
+        count_label = labels.get("nvidia.com/gpu.count")
+        if count_label is not None and not mig and count_label.strip().isdigit() and int(count_label) != gpus:
+            warn.add("Node", None, name, "metadata.labels.nvidia.com/gpu.count",
+                     f"label says {count_label} GPUs but allocatable {GPU_RESOURCE} is {gpus}; using allocatable",
+                     skipped=False)
+    ready = False
+    conditions = status.get("conditions") or []
+    for cond in conditions:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    kept = {k: v for k, v in labels.items() if k.startswith(NODE_LABEL_PREFIXES)}
+    return Node(name=name, gpus=gpus, gpu_memory_mib=gpu_memory, cpu_millis=cpu_millis, memory_bytes=memory,
+                pods=pods, gpu_model=labels.get("nvidia.com/gpu.product") or None, labels=kept, ready=ready)
+
+
+# ---------------------------------------------------------------------------------------------- queues
+
+def _queue_resource(spec_resources: dict, res: str, memory: bool) -> QueueResource:
+    block = spec_resources.get(res)
+    if block is None:
+        block = {}
+    if not isinstance(block, dict):
+        raise BadField(f"spec.resources.{res}", f"expected a mapping, got {type(block).__name__}")
+    path = f"spec.resources.{res}"
+    quota = number(block.get("quota", 0), f"{path}.quota", minimum=0, allow_minus_one=True)
+    limit = number(block.get("limit", 0), f"{path}.limit", minimum=0, allow_minus_one=True)
+    weight = number(block.get("overQuotaWeight", 0), f"{path}.overQuotaWeight", minimum=0)
+    if memory:  # the CRD's memory is in megabytes (10^6 bytes); -1 stays -1
+        quota = quota if quota == -1 else quota * 1e6
+        limit = limit if limit == -1 else limit * 1e6
+    return QueueResource(quota=quota, limit=limit, over_quota_weight=weight)
+
+
+def convert_queue(obj: dict) -> Queue:
+    """One Queue object → :class:`Queue` (raises :class:`BadField`)."""
+    _, name = _meta(obj)
+    if name is None:
+        raise BadField("metadata.name", "missing")
+    spec = _dict(obj, "spec")
+    parent = spec.get("parentQueue") or None
+    if parent is not None and not isinstance(parent, str):
+        raise BadField("spec.parentQueue", f"expected a queue name, got {parent!r}")
+    priority = spec.get("priority")
+    priority = DEFAULT_QUEUE_PRIORITY if priority is None else integer(priority, "spec.priority")
+    resources = _dict(spec, "resources")
+    display = spec.get("displayName")
+    if display is not None and not isinstance(display, str):
+        raise BadField("spec.displayName", f"expected a string, got {display!r}")
+    q = Queue(name=name, parent=parent, priority=priority, creation_time=_creation_time(obj) or 0.0,
+              gpu=_queue_resource(resources, "gpu", False), cpu=_queue_resource(resources, "cpu", False),
+              memory=_queue_resource(resources, "memory", True), display_name=display or None)
+    for key, attr in (("preemptMinRuntime", "preempt_min_runtime_s"), ("reclaimMinRuntime", "reclaim_min_runtime_s")):
+        if spec.get(key) is not None:
+            seconds = duration(spec[key], f"spec.{key}")
+            if seconds < 0:
+                raise BadField(f"spec.{key}", f"must not be negative, got {spec[key]!r}")
+            setattr(q, attr, seconds)
+    return q
+
+
+def _drop_orphan_queues(queues: list[Queue], warn: _Warnings) -> list[Queue]:
+    """KAI drops queues whose parent is missing, with their whole subtree; a parent cycle is dropped too."""
+    by_name = {q.name: q for q in queues}
+    keep: dict[str, bool] = {}
+
+    def ok(name: str, seen: tuple = ()) -> bool:
+        if name in keep:
+            return keep[name]
+        q = by_name[name]
+        if q.parent is None:
+            result = True
+        elif q.parent in seen or q.parent == name:
+            result = False
+        elif q.parent not in by_name:
+            result = False
+        else:
+            result = ok(q.parent, seen + (name,))
+        keep[name] = result
+        return result
+
+    out = []
+    for q in queues:
+        if ok(q.name):
+            out.append(q)
+        elif q.parent not in by_name:
+            warn.add("Queue", None, q.name, "spec.parentQueue",
+                     f"parent queue {q.parent!r} does not exist: queue and its subtree dropped as KAI does")
+        else:
+            warn.add("Queue", None, q.name, "spec.parentQueue",
+                     f"ancestor queue missing or in a cycle (parent {q.parent!r}): dropped as KAI does")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- priority
+
+@dataclass
+class PriorityClasses:
+    """PriorityClass values and the cluster default (globalDefault class, else KAI's 50)."""
+
+    values: dict[str, int] = field(default_factory=dict)
+    default: int = DEFAULT_JOB_PRIORITY
+
+    def value(self, name: Optional[str]) -> int:
+        if name and name in self.values:
+            return self.values[name]
+        return self.default
+
+
+def convert_priority_classes(objs: Iterable[dict], warn: _Warnings) -> PriorityClasses:
+    pcs = PriorityClasses()
+    defaults = []
+    for obj in objs:
+        _, name = _meta(obj)
+        try:
+            if name is None:
+                raise BadField("metadata.name", "missing")
+            value = integer(obj.get("value"), "value")
+        except BadField as exc:
+            warn.add("PriorityClass", None, name, exc.field, exc.message)
+            continue
+        pcs.values[name] = value
+        if obj.get("globalDefault") is True:
+            defaults.append(value)
+    if defaults:
+        pcs.default = max(defaults)
+    return pcs
+
+
+# ---------------------------------------------------------------------------------------------- pod groups
+
+@dataclass
+class _Group:
+    """A PodGroup (or a pod-grouper stand-in) before its tasks are attached."""
+
+    job: Job
+    kind: str = "PodGroup"
+    conditions: list = field(default_factory=list)
+    subgroup_names: set = field(default_factory=set)
+
+
+def _preemptible(value: Any, fld: str) -> Optional[bool]:
+    if value in (None, ""):
+        return None
+    if value == "preemptible":
+        return True
+    if value == "non-preemptible":
+        return False
+    raise BadField(fld, f"expected 'preemptible' or 'non-preemptible', got {value!r}")
+
+
+def convert_pod_group(obj: dict, pcs: PriorityClasses, warn: _Warnings) -> _Group:
+    """One PodGroup object → a job without tasks (raises :class:`BadField`)."""
+    ns, name = _meta(obj)
+    if name is None:
+        raise BadField("metadata.name", "missing")
+    spec = _dict(obj, "spec")
+    ann = _str_map(obj, "metadata", "annotations")
+    min_member = spec.get("minMember")
+    min_member = 1 if min_member is None else integer(min_member, "spec.minMember", minimum=0)
+    queue = spec.get("queue") or ""
+    if not isinstance(queue, str):
+        raise BadField("spec.queue", f"expected a queue name, got {queue!r}")
+    pc_name = spec.get("priorityClassName")
+    if pc_name is not None and not isinstance(pc_name, str):
+        raise BadField("spec.priorityClassName", f"expected a string, got {pc_name!r}")
+    job = Job(name=name, namespace=ns, queue=queue, priority=pcs.value(pc_name),
+              preemptible=_preemptible(spec.get("preemptibility"), "spec.preemptibility"),
+              min_available=min_member, creation_time=_creation_time(obj) or 0.0)
+    group = _Group(job=job)
+    subgroups = spec.get("subGroups") or []
+    if not isinstance(subgroups, list):
+        raise BadField("spec.subGroups", f"expected a list, got {type(subgroups).__name__}")
+    for i, sg in enumerate(subgroups):
+        if not isinstance(sg, dict) or not isinstance(sg.get("name"), str) or not sg.get("name"):
+            raise BadField(f"spec.subGroups[{i}].name", "each subgroup needs a name")
+        mm = sg.get("minMember")
+        mm = 1 if mm is None else integer(mm, f"spec.subGroups[{i}].minMember", minimum=0)
+        job.subgroups.append(SubGroup(name=sg["name"], min_available=mm))
+        group.subgroup_names.add(sg["name"])
+    # KAI's bookkeeping annotations: a bad one is dropped, the job kept.
+    for key, attr in (("kai.scheduler/last-start-timestamp", "last_start_time"),
+                      ("kai.scheduler/stale-podgroup-timestamp", "stale_since"),
+                      ("kai.scheduler/last-eviction-timestamp", "last_eviction_time")):
+        if key in ann:
+            try:
+                setattr(job, attr, timestamp(ann[key], f"metadata.annotations.{key}"))
+            except BadField as exc:
+                warn.add("PodGroup", ns, name, exc.field, exc.message + "; ignored", skipped=False)
+    for spec_key, ann_key, attr in (("preemptionDelay", "kai.scheduler/preemption-delay", "preemption_delay_s"),
+                                    ("stalenessGracePeriod", "kai.scheduler/staleness-grace-period",
+                                     "stale_grace_period_s")):
+        raw, fld = (spec[spec_key], f"spec.{spec_key}") if spec.get(spec_key) is not None else \
+            (ann.get(ann_key), f"metadata.annotations.{ann_key}")
+        if raw is None:
+            continue
+        try:
+            seconds = duration(raw, fld)
+            if attr == "preemption_delay_s" and seconds < 0:
+                raise BadField(fld, f"must not be negative, got {raw!r}")
+            setattr(job, attr, seconds)
+        except BadField as exc:
+            warn.add("PodGroup", ns, name, exc.field, exc.message + "; ignored", skipped=False)
+    conds = _dict(obj, "status").get("schedulingConditions") or []
+    if isinstance(conds, list):
+        for c in conds:
+            if not isinstance(c, dict):
+                continue
+            reasons = [{"reason": r.get("reason"), "message": r.get("message")}
+                       for r in (c.get("reasons") or []) if isinstance(r, dict)]
+            group.conditions.append({"type": c.get("type"), "node_pool": c.get("nodePool"),
+                                     "message": c.get("message"), "reasons": reasons})
+    return group
+
+
+# ---------------------------------------------------------------------------------------------- pods
+
+@dataclass
+class _Pod:
+    ns: str
+    name: str
+    obj: dict
+    labels: dict
+    annotations: dict
+    node: Optional[str]
+    phase: str
+    deleting: bool
+    requests: dict
+
+    @property
+    def key(self) -> str:
+        return f"{self.ns}/{self.name}"
+
+
+def _read_pod(obj: dict) -> _Pod:
+    ns, name = _meta(obj)
+    if name is None:
+        raise BadField("metadata.name", "missing")
+    spec = _dict(obj, "spec")
+    status = _dict(obj, "status")
+    node = spec.get("nodeName") or None
+    if node is not None and not isinstance(node, str):
+        raise BadField("spec.nodeName", f"expected a node name, got {node!r}")
+    return _Pod(ns=ns or "default", name=name, obj=obj, labels=_str_map(obj, "metadata", "labels"),
+                annotations=_str_map(obj, "metadata", "annotations"), node=node,
+                phase=str(status.get("phase") or "Pending"),
+                deleting=_dict(obj, "metadata").get("deletionTimestamp") is not None,
+                requests=pod_requests(spec))
+
+
+def _is_utility(pod: _Pod) -> bool:
+    return pod.ns == RESERVATION_NAMESPACE or pod.labels.get("app") in UTILITY_APP_LABEL_VALUES
+
+
+def _is_active_on_node(pod: _Pod) -> bool:
+    """KAI's ActiveUsed for a pod already on a node: running, bound, or releasing."""
+    return pod.node is not None and pod.phase in ("Running", "Pending")
+
+
+def _gpu_request(pod: _Pod) -> tuple[float, Optional[float], int]:
+    """``(gpu, gpu_memory_mib, gpu_devices)`` of a KAI pod (raises :class:`BadField`)."""
+    whole = gpu_devices_requested(pod.requests)
+    ann = pod.annotations
+    frac_raw, mem_raw, ndev_raw = ann.get(ANN_FRACTION), ann.get(ANN_GPU_MEMORY), ann.get(ANN_NUM_DEVICES)
+    if frac_raw is not None and mem_raw is not None:
+        raise BadField(f"metadata.annotations.{ANN_GPU_MEMORY}", f"both {ANN_FRACTION} and {ANN_GPU_MEMORY} are set")
+    if (frac_raw is not None or mem_raw is not None) and whole:
+        raise BadField(f"metadata.annotations.{ANN_FRACTION if frac_raw is not None else ANN_GPU_MEMORY}",
+                       f"a shared-GPU annotation together with a {GPU_RESOURCE} request")
+    ndev = 1
+    if ndev_raw is not None:
+        try:
+            ndev = int(ndev_raw.strip())
+        except ValueError:
+            raise BadField(f"metadata.annotations.{ANN_NUM_DEVICES}", f"expected a whole number, got {ndev_raw!r}") from None
+        if ndev < 1:
+            raise BadField(f"metadata.annotations.{ANN_NUM_DEVICES}", f"must be at least 1, got {ndev_raw!r}")
+    if frac_raw is not None:
+        try:
+            frac = float(frac_raw.strip())
+        except ValueError:
+            raise BadField(f"metadata.annotations.{ANN_FRACTION}", f"expected a number in (0, 1], got {frac_raw!r}") from None
+        if not 0 < frac <= 1:
+            raise BadField(f"metadata.annotations.{ANN_FRACTION}", f"expected a number in (0, 1], got {frac_raw!r}")
+        if frac == 1:  # a full portion on each device is plain whole GPUs
+            return float(ndev), None, 1
+        return frac, None, ndev
+    if mem_raw is not None:
+        try:
+            mem = float(mem_raw.strip())
+        except ValueError:
+            raise BadField(f"metadata.annotations.{ANN_GPU_MEMORY}", f"expected MiB as a number, got {mem_raw!r}") from None
+        if not mem > 0 or mem != mem:
+            raise BadField(f"metadata.annotations.{ANN_GPU_MEMORY}", f"expected a positive number of MiB, got {mem_raw!r}")
+        return 0.0, mem, ndev
+    if whole != int(whole):
+        raise BadField(f"spec.containers.resources.requests.{GPU_RESOURCE}", f"whole GPUs only, got {whole:g}")
+    return whole, None, 1
+
+
+def _gpu_groups(pod: _Pod) -> list[str]:
+    multi = sorted(k.split("/", 1)[1] for k in pod.labels if k.startswith(LABEL_GPU_GROUP + "/") and "/" in k)
+    if multi:
+        return multi
+    single = pod.labels.get(LABEL_GPU_GROUP)
+    return [single] if single else []
+
+
+def _task_status(pod: _Pod, bind: Optional[dict]) -> Optional[str]:
+    """KAI's ``getTaskStatus`` mapped to our statuses; ``None`` = not part of the snapshot."""
+    if pod.phase == "Running":
+        return "releasing" if pod.deleting else "running"
+    if pod.phase == "Pending":
+        if pod.deleting:
+            return "releasing" if pod.node else None
+        if pod.node:
+            return "running"  # KAI's Bound: on a node, counted as allocated
+        if bind is not None:
+            return "binding"
+        if _dict(pod.obj, "spec").get("schedulingGates"):
+            return "gated"
+        return "pending"
+    if pod.phase == "Succeeded":
+        return "succeeded"
+    if pod.phase == "Failed":
+        return "failed"
+    return "unknown"
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+def convert(raw: RawObjects, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME, time: float = 0.0,
+            config: Optional[SchedulerConfig] = None, available: Optional[set[str]] = None,
+            queue_label_key: str = DEFAULT_QUEUE_LABEL_KEY) -> Conversion:
+    """Convert raw objects into a validated snapshot; bad objects become warnings.
+
+    ``available`` names the resource types that were actually read (``"queues"``, ``"podgroups"``, ...); a type
+    that could not be read (e.g. forbidden) is worked around rather than treated as empty: without queues, the
+    queues jobs name are synthesised; without podgroups, pods are grouped by their ``pod-group-name`` annotation.
+    """
+    available = set(RESOURCE_KINDS) if available is None else set(available)
+    warn = _Warnings()
+    pcs = convert_priority_classes(raw.priorityclasses, warn)
+
+    nodes: dict[str, Node] = {}
+    for obj in raw.nodes:
+        ns, name = _meta(obj)
+        try:
+            node = convert_node(obj, warn)
+        except BadField as exc:
+            warn.add("Node", None, name, exc.field, exc.message)
+            continue
+        if node.name in nodes:
+            warn.add("Node", None, node.name, "metadata.name", "duplicate node")
+            continue
+        nodes[node.name] = node
+
+    queues: list[Queue] = []
+    seen_queues: set[str] = set()
+    for obj in raw.queues:
+        _, name = _meta(obj)
+        try:
+            q = convert_queue(obj)
+        except BadField as exc:
+            warn.add("Queue", None, name, exc.field, exc.message)
+            continue
+        if q.name in seen_queues:
+            warn.add("Queue", None, q.name, "metadata.name", "duplicate queue")
+            continue
+        seen_queues.add(q.name)
+        queues.append(q)
+    queues = _drop_orphan_queues(queues, warn)
+
+    groups: dict[tuple[str, str], _Group] = {}
+    for obj in raw.podgroups:
+        ns, name = _meta(obj)
+        try:
+            g = convert_pod_group(obj, pcs, warn)
+        except BadField as exc:
+            warn.add("PodGroup", ns, name, exc.field, exc.message)
+            continue
+        groups[(g.job.namespace or "default", g.job.name)] = g
+
+    binds: dict[str, dict] = {}
+    for obj in raw.bindrequests:
+        ns, name = _meta(obj)
+        spec = obj.get("spec") if isinstance(obj, dict) else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("podName"), str):
+            warn.add("BindRequest", ns, name, "spec.podName", "missing")
+            continue
+        if _dict(obj, "status").get("phase") == "Failed":
+            continue  # a failed bind leaves the pod pending
+        binds[f"{ns or 'default'}/{spec['podName']}"] = spec
+
+    reserved: dict[tuple[str, str], int] = {}
+    kai_pods: list[_Pod] = []
+    external_pods = 0
+    for obj in raw.pods:
+        ns, name = _meta(obj)
+        try:
+            pod = _read_pod(obj)
+        except BadField as exc:
+            warn.add("Pod", ns, name, exc.field, exc.message)
+            continue
+        if _is_utility(pod):
+            group = pod.labels.get(LABEL_GPU_GROUP)
+            idx = pod.annotations.get(ANN_RESERVED_INDEX)
+            if pod.node and group and idx is not None and pod.phase in ("Running", "Pending"):
+                try:
+                    reserved[(pod.node, group)] = int(idx.strip())
+                    if reserved[(pod.node, group)] < 0:
+                        raise ValueError
+                except ValueError:
+                    reserved.pop((pod.node, group), None)
+                    warn.add("Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_RESERVED_INDEX}",
+                             f"expected a GPU index (whole number >= 0), got {idx!r}")
+            continue
+        sched = _dict(obj, "spec").get("schedulerName") or "default-scheduler"
+        if sched != scheduler_name:
+            if _is_active_on_node(pod) and pod.node in nodes:
+                _add_external(nodes[pod.node], pod.requests)
+                external_pods += 1
+            continue
+        kai_pods.append(pod)
+
+    if "queues" not in available:
+        warn.add("queues.scheduling.run.ai", None, None, None,
+                 "queues could not be read: queues named by jobs are synthesised (quota 0, no limit, weight 1)")
+
+    # Group KAI pods into jobs.
+    members: dict[tuple[str, str], list[_Pod]] = defaultdict(list)
+    standalone: dict[tuple[str, str], _Group] = {}
+    for pod in kai_pods:
+        pg = pod.annotations.get(ANN_POD_GROUP)
+        if pg and (pod.ns, pg) in groups:
+            members[(pod.ns, pg)].append(pod)
+            continue
+        if pg and "podgroups" in available:
+            warn.add("Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_POD_GROUP}",
+                     f"PodGroup {pg!r} not found: grouped by the annotation with minMember 1", skipped=False)
+        job_name = pg or pod.name
+        key = (pod.ns, job_name)
+        if key not in standalone:
+            standalone[key] = _standalone_group(pod, job_name, pcs, queue_label_key)
+        members[key].append(pod)
+
+    all_groups = {**standalone, **groups}
+    if "queues" not in available:
+        names = sorted({g.job.queue or DEFAULT_QUEUE_NAME for k, g in all_groups.items() if k in members})
+        queues = [Queue(name=n, gpu=QueueResource(0, -1, 1), cpu=QueueResource(0, -1, 1),
+                        memory=QueueResource(0, -1, 1)) for n in names]
+    queue_names = {q.name for q in queues}
+    parents = {q.parent for q in queues if q.parent}
+
+    jobs: list[Job] = []
+    conditions: dict[str, list[dict]] = {}
+    for key in sorted(members):
+        group = all_groups[key]
+        job = group.job
+        if "queues" not in available and not job.queue:
+            job.queue = DEFAULT_QUEUE_NAME
+        pods = sorted(members[key], key=lambda p: p.name)
+        tasks: list[Task] = []
+        for pod in pods:
+            task = _pod_task(pod, binds.get(pod.key), group, nodes, reserved, warn)
+            if task is not None:
+                tasks.append(task)
+        if not tasks:
+            continue
+        kind, ns, name = group.kind, job.namespace, job.name
+        problem = None
+        if job.queue not in queue_names:
+            problem = f"queue {job.queue!r} does not exist (KAI: QueueDoesNotExist)"
+        elif job.queue in parents:
+            problem = f"queue {job.queue!r} is not a leaf queue (jobs go in leaf queues)"
+        if problem:
+            n_ext = _tasks_to_external(tasks, nodes)
+            external_pods += n_ext
+            warn.add(kind, ns, name, "spec.queue",
+                     f"{problem}: not scheduled; {n_ext} active pod(s) counted as external load on their nodes")
+            continue
+        if job.min_available > len(tasks):
+            active = [t for t in tasks if t.status in ("running", "binding", "releasing")]
+            if not active:
+                warn.add(kind, ns, name, "spec.minMember",
+                         f"minMember {job.min_available} but only {len(tasks)} pod(s) exist: KAI does not "
+                         "consider the job until enough pods exist")
+                continue
+            warn.add(kind, ns, name, "spec.minMember",
+                     f"minMember {job.min_available} but only {len(tasks)} pod(s) exist; minMember lowered to "
+                     f"{len(tasks)}", skipped=False)
+            job.min_available = len(tasks)
+        job.tasks = tasks
+        jobs.append(job)
+        if group.conditions:
+            conditions[job.key] = group.conditions
+
+    snap = Snapshot(nodes=list(nodes.values()), queues=queues, jobs=jobs, config=config or SchedulerConfig(),
+                    time=time)
+    _validate_or_prune(snap, warn)
+    return Conversion(snapshot=snap, warnings=warn.items, scheduling_conditions=conditions,
+                      external_pods=external_pods)
+
+
+def _standalone_group(pod: _Pod, job_name: str, pcs: PriorityClasses, queue_label_key: str) -> _Group:
+    """What KAI's pod-grouper makes of a pod with no PodGroup: a job of its own (minMember 1)."""
+    labels = pod.labels
+    queue = (labels.get(queue_label_key) or labels.get(DEFAULT_QUEUE_LABEL_KEY) or labels.get(LEGACY_QUEUE_LABEL_KEY)
+             or labels.get(PROJECT_LABEL_KEY) or DEFAULT_QUEUE_NAME)
+    spec_pc = _dict(pod.obj, "spec").get("priorityClassName")
+    pc = labels.get(LABEL_PRIORITY_CLASS)
+    if not pc or pc not in pcs.values:
+        pc = spec_pc if isinstance(spec_pc, str) and spec_pc in pcs.values else FALLBACK_PRIORITY_CLASS
+    try:
+        preemptible = _preemptible(labels.get(LABEL_PREEMPTIBILITY), f"metadata.labels.{LABEL_PREEMPTIBILITY}")
+    except BadField:
+        preemptible = None
+    try:
+        created = _creation_time(pod.obj) or 0.0
+    except BadField:
+        created = 0.0
+    job = Job(name=job_name, namespace=pod.ns, queue=queue, priority=pcs.value(pc), preemptible=preemptible,
+              min_available=1, creation_time=created)
+    return _Group(job=job, kind="Pod")
+
+
+def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, Node],
+              reserved: dict[tuple[str, str], int], warn: _Warnings) -> Optional[Task]:
+    try:
+        status = _task_status(pod, bind)
+        if status in (None, "gated", "unknown"):
+            if status == "unknown":
+                warn.add("Pod", pod.ns, pod.name, "status.phase", f"phase {pod.phase!r}: not scheduled")
+            return None
+        gpu, gpu_mem, ndev = _gpu_request(pod)
+        node = pod.node
+        groups = _gpu_groups(pod)
+        if status == "binding":
+            node = bind.get("selectedNode") or None
+            groups = [g for g in (bind.get("selectedGPUGroups") or []) if isinstance(g, str)] or groups
+            if node is None:
+                raise BadField("BindRequest.spec.selectedNode", "missing")
+        created = _creation_time(pod.obj)
+    except BadField as exc:
+        warn.add("Pod", pod.ns, pod.name, exc.field, exc.message)
+        return None
+    if status in ("succeeded", "failed"):
+        node, groups = None, []
+    task = Task(name=pod.key, gpu=gpu, gpu_memory_mib=gpu_mem, gpu_devices=ndev,
+                cpu_millis=pod.requests.get("cpu", 0.0) * 1000, memory_bytes=pod.requests.get("memory", 0.0),
+                status=status, node=node, creation_time=created)
+    sg = pod.labels.get(LABEL_SUBGROUP)
+    if sg:
+        if sg in group.subgroup_names:
+            task.subgroup = sg
+        else:
+            warn.add("Pod", pod.ns, pod.name, f"metadata.labels.{LABEL_SUBGROUP}",
+                     f"subgroup {sg!r} is not declared by its PodGroup; label ignored", skipped=False)
+    if node is None:
+        return task
+    target = nodes.get(node)
+    if target is None:
+        warn.add("Pod", pod.ns, pod.name, "spec.nodeName", f"node {node!r} is not in the snapshot")
+        return None
+    if task.is_gpu and target.gpus == 0:
+        warn.add("Pod", pod.ns, pod.name, "spec.nodeName", f"GPU pod on node {node!r}, which advertises no GPUs")
+        return None
+    if gpu_mem is not None and gpu_mem > target.gpu_memory_mib:
+        warn.add("Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_GPU_MEMORY}",
+                 f"{gpu_mem:g} MiB exceeds node {node!r} GPU memory {target.gpu_memory_mib:g} MiB")
+        return None
+    if task.is_fractional and groups:
+        task.gpu_groups = groups
+        indices = [reserved.get((node, g)) for g in groups]
+        if all(i is not None and i < target.gpus for i in indices):
+            task.gpu_indices = indices  # type: ignore[assignment]
+    return task
+
+
+def _add_external(node: Node, requests: dict[str, float]) -> None:
+    ext = node.external
+    ext.gpus += gpu_devices_requested(requests)
+    ext.cpu_millis += requests.get("cpu", 0.0) * 1000
+    ext.memory_bytes += requests.get("memory", 0.0)
+    ext.pods += 1
+
+
+def _tasks_to_external(tasks: list[Task], nodes: dict[str, Node]) -> int:
+    """Active tasks of a job KAI will not schedule still occupy their nodes: count them as external load."""
+    n = 0
+    for t in tasks:
+        if t.node and t.status in ("running", "binding", "releasing") and t.node in nodes:
+            node = nodes[t.node]
+            ext = node.external
+            ext.gpus += t.gpus_on(node.gpu_memory_mib)
+            ext.cpu_millis += t.cpu_millis
+            ext.memory_bytes += t.memory_bytes
+            ext.pods += 1
+            n += 1
+    return n
+
+
+_PATH_OBJECT = re.compile(r"^(nodes|queues|jobs)\[([^\]]+)\]")
+
+
+def _validate_or_prune(snap: Snapshot, warn: _Warnings, passes: int = 3) -> None:
+    """Safety net: validate, and drop any object the validator still rejects (with a warning)."""
+    for _ in range(passes):
+        try:
+            validate(snap)
+            return
+        except SnapshotError as exc:
+            bad: dict[str, dict[str, str]] = {"nodes": {}, "queues": {}, "jobs": {}}
+            for path, message in exc.problems:
+                m = _PATH_OBJECT.match(path)
+                if not m:
+                    raise SourceError(f"converted snapshot is invalid at {path}: {message}") from None
+                bad[m.group(1)].setdefault(m.group(2), f"{path}: {message}")
+            for name, msg in bad["jobs"].items():
+                for j in [j for j in snap.jobs if j.name == name]:
+                    warn.add("PodGroup", j.namespace, j.name, None, f"rejected by snapshot validation: {msg}")
+                snap.jobs = [j for j in snap.jobs if j.name != name]
+            for name, msg in bad["queues"].items():
+                warn.add("Queue", None, name, None, f"rejected by snapshot validation: {msg}")
+                snap.queues = [q for q in snap.queues if q.name != name]
+            for name, msg in bad["nodes"].items():
+                warn.add("Node", None, name, None, f"rejected by snapshot validation: {msg}")
+                snap.nodes = [n for n in snap.nodes if n.name != name]
+    validate(snap)

@@ -1,0 +1,477 @@
+"""Live, read-only view of a Kubernetes cluster scheduled by KAI: list then watch, always current Snapshot.
+
+One thread per resource type (nodes, pods, priority classes, KAI queues, pod groups, bind requests) lists the
+collection, then watches from the list's resourceVersion, applying ADDED/MODIFIED/DELETED events to a cache.
+A watch that ends is resumed from the last version seen; a 410 Gone (history compacted) triggers a relist;
+other failures back off exponentially (with jitter) and retry. A 403 on one resource type is reported by name
+("forbidden: cannot list podgroups.scheduling.run.ai: ...") and the others keep working.
+
+:meth:`KubeSource.snapshot` converts the cache into a validated :class:`~scheduler.model.Snapshot` at any time
+(thread-safe; re-converted only when something changed). :meth:`KubeSource.status` is the per-resource health
+the dashboard shows; :attr:`KubeSource.warnings` lists every object that was skipped or adjusted.
+
+Read-only by construction: the client is a :class:`ReadOnlyApiClient` that refuses any HTTP method but GET,
+and the only API calls made are the generated ``list_*`` functions (with ``watch=True`` for watches).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Callable, Iterable, Optional
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from ..errors import SourceError
+from ..model import SchedulerConfig, Snapshot
+from .k8s_convert import DEFAULT_QUEUE_LABEL_KEY, DEFAULT_SCHEDULER_NAME, Conversion, RawObjects, convert
+from .warnings import SourceWarning
+
+
+class ReadOnlyApiClient(k8s.ApiClient):
+    """An ``ApiClient`` that can only send GET requests: kube mode never writes to the cluster."""
+
+    def call_api(self, method, url, *args, **kwargs):  # noqa: D401 - same contract as the parent
+        if str(method).upper() != "GET":
+            raise SourceError(f"kaidash is read-only: refused {method} {url}")
+        return super().call_api(method, url, *args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """A collection the source lists and watches."""
+
+    name: str  # key in RawObjects
+    display: str  # plural.group, as RBAC and error messages name it
+    make_list: Callable[[k8s.ApiClient], Callable[..., Any]]
+    required: bool = False  # nodes and pods: without them there is no cluster to show
+
+
+def _custom(group: str, version: str, plural: str) -> Callable[[k8s.ApiClient], Callable[..., Any]]:
+    return lambda api: partial(k8s.CustomObjectsApi(api).list_cluster_custom_object, group, version, plural)
+
+
+RESOURCE_TYPES: tuple[ResourceType, ...] = (
+    ResourceType("nodes", "nodes", lambda api: k8s.CoreV1Api(api).list_node, required=True),
+    ResourceType("pods", "pods", lambda api: k8s.CoreV1Api(api).list_pod_for_all_namespaces, required=True),
+    ResourceType("priorityclasses", "priorityclasses.scheduling.k8s.io",
+                 lambda api: k8s.SchedulingV1Api(api).list_priority_class),
+    ResourceType("queues", "queues.scheduling.run.ai", _custom("scheduling.run.ai", "v2", "queues")),
+    ResourceType("podgroups", "podgroups.scheduling.run.ai", _custom("scheduling.run.ai", "v2alpha2", "podgroups")),
+    ResourceType("bindrequests", "bindrequests.scheduling.run.ai",
+                 _custom("scheduling.run.ai", "v1alpha2", "bindrequests")),
+)
+"""Everything kube mode reads; the shipped RBAC grants get/list/watch on exactly these."""
+
+STATES = ("syncing", "ok", "stale", "forbidden", "absent", "error", "stopped")
+
+
+@dataclass
+class ResourceStatus:
+    """Health of one watched resource type, for the dashboard's loop-health display.
+
+    ``state``: ``syncing`` (first list in flight), ``ok`` (listed and watching), ``stale`` (was ok, now
+    reconnecting: data is from ``last_event_time``), ``forbidden`` (RBAC 403), ``absent`` (404: CRD not
+    installed), ``error`` (never listed successfully), ``stopped``.
+    """
+
+    resource: str
+    state: str = "syncing"
+    items: int = 0
+    resource_version: Optional[str] = None
+    last_event_time: Optional[float] = None
+    last_list_time: Optional[float] = None
+    error: Optional[str] = None
+    relists: int = 0
+    reconnects: int = 0
+
+    @property
+    def usable(self) -> bool:
+        """Whether the cache holds a listed state (possibly stale)."""
+        return self.state in ("ok", "stale")
+
+
+@dataclass
+class SourceStatus:
+    """Health of the whole source: one :class:`ResourceStatus` per resource type."""
+
+    resources: dict[str, ResourceStatus] = field(default_factory=dict)
+
+    @property
+    def healthy(self) -> bool:
+        return all(r.state == "ok" for r in self.resources.values())
+
+    @property
+    def synced(self) -> bool:
+        """Every resource has settled at least once (listed, or known forbidden / absent / failing)."""
+        return all(r.state != "syncing" for r in self.resources.values())
+
+    def to_dict(self) -> dict:
+        return {name: {"state": r.state, "items": r.items, "resource_version": r.resource_version,
+                       "last_event_time": r.last_event_time, "last_list_time": r.last_list_time,
+                       "error": r.error, "relists": r.relists, "reconnects": r.reconnects}
+                for name, r in self.resources.items()}
+
+
+class _Expired(Exception):
+    """A watch reported 410 Gone: the resourceVersion is too old, relist."""
+
+
+class _WatchError(Exception):
+    """A watch stream delivered an ERROR event other than 410."""
+
+
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        message = None
+        try:
+            body = json.loads(exc.body) if exc.body else None
+            if isinstance(body, dict):
+                message = body.get("message")
+        except (TypeError, ValueError):
+            pass
+        return f"HTTP {exc.status} {exc.reason}: {message or (exc.body or '').strip()[:300]}".strip()
+    text = str(exc).strip() or type(exc).__name__
+    return text[:300]
+
+
+class _Watcher:
+    """List-then-watch loop for one resource type; the cache it fills is read under the source's lock."""
+
+    def __init__(self, rtype: ResourceType, list_fn: Callable[..., Any], source: "KubeSource") -> None:
+        self.rtype = rtype
+        self.list_fn = list_fn
+        self.source = source
+        self.items: dict[str, dict] = {}
+        self.status = ResourceStatus(rtype.name)
+        self.thread: Optional[threading.Thread] = None
+        self._response = None
+
+    # ------------------------------------------------------------------------------------------ list
+
+    def list_once(self) -> None:
+        """List the whole collection (paged) and replace the cache."""
+        src = self.source
+        items: dict[str, dict] = {}
+        cont: Optional[str] = None
+        rv = None
+        while True:
+            kwargs: dict[str, Any] = {"limit": src.page_size, "_preload_content": False,
+                                      "_request_timeout": (src.connect_timeout_s, src.request_timeout_s)}
+            if cont:
+                kwargs["_continue"] = cont
+            resp = self.list_fn(**kwargs)
+            try:
+                doc = json.loads(resp.data)
+            finally:
+                resp.release_conn()
+            if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+                raise SourceError(f"{self.rtype.display}: list response is not a Kubernetes list")
+            for obj in doc["items"]:
+                key = _object_key(obj)
+                if key is not None:
+                    items[key] = obj
+            meta = doc.get("metadata") or {}
+            rv = meta.get("resourceVersion") if rv is None else rv
+            cont = meta.get("continue")
+            if not cont:
+                break
+        now = src.clock()
+        with src._lock:
+            self.items = items
+            st = self.status
+            st.state, st.error = "ok", None
+            st.items, st.resource_version = len(items), rv
+            st.last_list_time = st.last_event_time = now
+            src._generation += 1
+
+    # ------------------------------------------------------------------------------------------ watch
+
+    def watch_once(self) -> None:
+        """Watch from the cached resourceVersion until the server ends the stream (raises on trouble)."""
+        src = self.source
+        timeout = int(src.watch_timeout_s)
+        resp = self.list_fn(watch=True, resource_version=self.status.resource_version, allow_watch_bookmarks=True,
+                            timeout_seconds=timeout, _preload_content=False,
+                            _request_timeout=(src.connect_timeout_s, timeout + src.read_slack_s))
+        self._response = resp
+        try:
+            if src._stop.is_set():
+                return
+            with src._lock:
+                if self.status.state == "stale":
+                    self.status.state, self.status.error = "ok", None
+            for line in iter_resp_lines(resp):
+                if src._stop.is_set():
+                    return
+                if not line.strip():
+                    continue
+                self._apply(json.loads(line))
+        finally:
+            self._response = None
+            resp.release_conn()
+
+    def _apply(self, event: dict) -> None:
+        etype = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise _WatchError(f"watch event without an object: {str(event)[:200]}")
+        if etype == "ERROR":
+            if obj.get("code") == 410 or obj.get("reason") in ("Expired", "Gone"):
+                raise _Expired(obj.get("message") or "410 Gone")
+            raise _WatchError(f"HTTP {obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        src = self.source
+        with src._lock:
+            if etype in ("ADDED", "MODIFIED", "DELETED"):
+                key = _object_key(obj)
+                if key is not None:
+                    if etype == "DELETED":
+                        self.items.pop(key, None)
+                    else:
+                        self.items[key] = obj
+                    src._generation += 1
+                self.status.items = len(self.items)
+                self.status.last_event_time = src.clock()
+            if rv:
+                self.status.resource_version = rv
+
+    # ------------------------------------------------------------------------------------------ loop
+
+    def run(self) -> None:
+        src = self.source
+        backoff = src.backoff_initial_s
+        need_list = True
+        while not src._stop.is_set():
+            try:
+                if need_list:
+                    self.list_once()
+                    need_list = False
+                    backoff = src.backoff_initial_s
+                self.watch_once()
+                backoff = src.backoff_initial_s
+            except _Expired:
+                with src._lock:
+                    self.status.relists += 1
+                need_list = True
+            except Exception as exc:  # noqa: BLE001 - any failure of one resource must not stop the others
+                if src._stop.is_set():
+                    break
+                must_relist = self._record_failure(exc)
+                need_list = need_list or must_relist
+                if src._stop.wait(backoff * (0.8 + 0.4 * random.random())):
+                    break
+                backoff = min(backoff * 2, src.backoff_max_s)
+        with src._lock:
+            self.status.state = "stopped"
+
+    def _record_failure(self, exc: Exception) -> bool:
+        """Update the status after a failure; returns whether the next attempt must relist."""
+        src = self.source
+        status_code = exc.status if isinstance(exc, ApiException) else None
+        text = _error_text(exc)
+        with src._lock:
+            st = self.status
+            st.reconnects += 1
+            if status_code == 410:
+                st.relists += 1
+                return True
+            if status_code == 403:
+                st.state, st.error = "forbidden", f"forbidden: cannot list {self.rtype.display}: {text}"
+                return True
+            if status_code == 404:
+                st.state = "absent"
+                st.error = f"not found: the API server does not serve {self.rtype.display} (CRD not installed?)"
+                return True
+            listed = st.last_list_time is not None and st.state in ("ok", "stale")
+            st.state = "stale" if listed else "error"
+            st.error = f"cannot {'watch' if listed else 'list'} {self.rtype.display}: {text}"
+            return not listed
+
+    def interrupt(self) -> None:
+        resp = self._response
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:  # noqa: BLE001 - best effort on shutdown
+                pass
+
+
+def _object_key(obj: Any) -> Optional[str]:
+    if not isinstance(obj, dict):
+        return None
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name"):
+        return None
+    return f"{meta.get('namespace') or ''}/{meta['name']}"
+
+
+class KubeSource:
+    """A read-only live source: watches a cluster and converts it into snapshots on demand.
+
+    Build it with :meth:`from_kubeconfig` (optionally a context) or :meth:`in_cluster`, or pass an ``ApiClient``.
+    ``start()`` launches the watchers; :meth:`capture` lists everything once without threads.
+    """
+
+    def __init__(self, api_client: Optional[k8s.ApiClient] = None, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+                 queue_label_key: str = DEFAULT_QUEUE_LABEL_KEY, config: Optional[SchedulerConfig] = None,
+                 resources: Optional[Iterable[str]] = None, watch_timeout_s: float = 300.0,
+                 connect_timeout_s: float = 10.0, request_timeout_s: float = 120.0, read_slack_s: float = 30.0,
+                 backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0, page_size: int = 500,
+                 clock: Callable[[], float] = time.time) -> None:
+        if api_client is None:
+            api_client = self._client_from(None, None, False)
+        if not isinstance(api_client, ReadOnlyApiClient):
+            api_client = ReadOnlyApiClient(api_client.configuration)
+        self.api_client = api_client
+        self.scheduler_name = scheduler_name
+        self.queue_label_key = queue_label_key
+        self.config = config or SchedulerConfig()
+        self.watch_timeout_s = watch_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.read_slack_s = read_slack_s
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.page_size = page_size
+        self.clock = clock
+        wanted = set(resources) if resources is not None else {r.name for r in RESOURCE_TYPES}
+        unknown = wanted - {r.name for r in RESOURCE_TYPES}
+        if unknown:
+            raise SourceError(f"unknown resource types: {', '.join(sorted(unknown))}")
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._generation = 0
+        self._cache: Optional[tuple[int, Conversion]] = None
+        self._watchers = {r.name: _Watcher(r, r.make_list(self.api_client), self)
+                          for r in RESOURCE_TYPES if r.name in wanted}
+
+    # ------------------------------------------------------------------------------------------ construction
+
+    @staticmethod
+    def _client_from(kubeconfig: Optional[str], context: Optional[str], in_cluster: bool) -> ReadOnlyApiClient:
+        configuration = k8s.Configuration()
+        try:
+            if in_cluster:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            else:
+                k8s_config.load_kube_config(config_file=kubeconfig, context=context,
+                                            client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
+            where = "in-cluster service account" if in_cluster else \
+                f"kubeconfig {kubeconfig or '(default)'}" + (f" context {context!r}" if context else "")
+            raise SourceError(f"cannot load Kubernetes credentials from {where}: {exc}") from exc
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 16)
+        return ReadOnlyApiClient(configuration)
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: Optional[str] = None, context: Optional[str] = None, **kwargs) -> "KubeSource":
+        """A source for a kubeconfig file (default ``~/.kube/config`` / ``$KUBECONFIG``) and context."""
+        return cls(cls._client_from(kubeconfig, context, False), **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs) -> "KubeSource":
+        """A source using the pod's service account (the in-cluster Deployment)."""
+        return cls(cls._client_from(None, None, True), **kwargs)
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def start(self) -> "KubeSource":
+        """Start one list-then-watch thread per resource type (idempotent)."""
+        self._stop.clear()
+        for name, w in self._watchers.items():
+            if w.thread is None or not w.thread.is_alive():
+                w.status.state = "syncing"
+                w.thread = threading.Thread(target=w.run, name=f"kaidash-watch-{name}", daemon=True)
+                w.thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the watchers (open watch streams are shut down)."""
+        self._stop.set()
+        for w in self._watchers.values():
+            w.interrupt()
+        deadline = time.monotonic() + timeout_s
+        for w in self._watchers.values():
+            if w.thread is not None:
+                w.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> "KubeSource":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def wait_until_synced(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every resource has settled once (listed, forbidden, absent or failing)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.status().synced:
+                return True
+            time.sleep(0.02)
+        return self.status().synced
+
+    # ------------------------------------------------------------------------------------------ one-shot
+
+    def capture(self) -> Conversion:
+        """List every resource once (no watch, no threads) and convert: ``kaidash snapshot capture``.
+
+        Raises :class:`SourceError` when nodes or pods cannot be read; other resource types that fail are
+        reported in the warnings and worked around.
+        """
+        for w in self._watchers.values():
+            try:
+                w.list_once()
+            except Exception as exc:  # noqa: BLE001 - reported per resource below
+                w._record_failure(exc)
+                if w.status.state == "syncing":
+                    w.status.state = "error"
+        failed = [w for w in self._watchers.values() if w.rtype.required and not w.status.usable]
+        if failed:
+            raise SourceError("; ".join(w.status.error or f"cannot list {w.rtype.display}" for w in failed))
+        return self.conversion()
+
+    # ------------------------------------------------------------------------------------------ reading
+
+    def status(self) -> SourceStatus:
+        """A copy of every resource's health."""
+        with self._lock:
+            return SourceStatus({name: replace(w.status) for name, w in self._watchers.items()})
+
+    def conversion(self) -> Conversion:
+        """The current cache converted (snapshot, warnings, KAI's scheduling conditions); cached until a change."""
+        with self._lock:
+            generation = self._generation
+            cached = self._cache
+            if cached is not None and cached[0] == generation:
+                conv = cached[1]
+                return replace(conv, snapshot=replace(conv.snapshot, time=self.clock()),
+                               warnings=self._with_source_warnings(conv))
+            raw = RawObjects(**{name: list(w.items.values()) for name, w in self._watchers.items()})
+            available = {name for name, w in self._watchers.items() if w.status.usable}
+        conv = convert(raw, scheduler_name=self.scheduler_name, time=self.clock(), config=self.config,
+                       available=available, queue_label_key=self.queue_label_key)
+        with self._lock:
+            self._cache = (generation, conv)
+        return replace(conv, warnings=self._with_source_warnings(conv))
+
+    def _with_source_warnings(self, conv: Conversion) -> list[SourceWarning]:
+        extra = [SourceWarning(w.rtype.display, None, None, None, w.status.error, skipped=False)
+                 for w in self._watchers.values() if w.status.error and w.status.state != "ok"]
+        return extra + list(conv.warnings)
+
+    def snapshot(self) -> Snapshot:
+        """The cluster as a validated snapshot, now (thread-safe; treat as read-only, ``.copy()`` to edit)."""
+        return self.conversion().snapshot
+
+    @property
+    def warnings(self) -> list[SourceWarning]:
+        """Resource-level problems (forbidden, errors) and every object skipped or adjusted in conversion."""
+        return self.conversion().warnings
