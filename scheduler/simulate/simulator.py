@@ -205,6 +205,8 @@ class Simulator:
             if self.next_cycle_time() > end + _EPS:
                 break
             self.step()
+        # Cycles up to ``end`` that did not run were skipped: the next step() continues after ``end``.
+        self._cycle = max(self._cycle, math.floor((end - self.start_time) / self.period_s + _EPS) + 1)
         self._advance_to(max(end, self.time))
         return self
 
