@@ -267,6 +267,7 @@ class ExporterServer:
         self._httpd = ThreadingHTTPServer((host, port), _handler_for(state))
         self._httpd.daemon_threads = True
         self._thread: Optional[threading.Thread] = None
+        self._served = False
 
     @property
     def host(self) -> str:
@@ -281,16 +282,21 @@ class ExporterServer:
         return f"http://{self.host}:{self.port}/metrics"
 
     def start(self) -> "ExporterServer":
+        self._served = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="kaidash-exporter", daemon=True)
         self._thread.start()
         return self
 
     def serve_forever(self) -> None:
-        """Serve in the calling thread (the standalone command)."""
+        """Serve in the calling thread (the standalone command); returns after :meth:`stop` or an interrupt."""
+        self._served = True
         self._httpd.serve_forever()
 
     def stop(self) -> None:
-        self._httpd.shutdown()
+        """Stop serving and close the socket (safe to call more than once, or before serving)."""
+        if self._served:
+            self._httpd.shutdown()  # waits for serve_forever to return; it never returns if never started
+            self._served = False
         self._httpd.server_close()
         if self._thread:
             self._thread.join(timeout=5)

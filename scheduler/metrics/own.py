@@ -1,0 +1,179 @@
+"""kaidash's own Prometheus metrics, so ops can alert on fair share, pending and GPU waste from their Prometheus.
+
+Every name starts with ``kaidash_`` and is documented, with example alerts, in ``docs/metrics.md``. The live
+loop calls :meth:`KaidashMetrics.update` once per tick; the dashboard server mounts :meth:`exposition` at
+``/metrics``. Metrics live in their own :class:`~prometheus_client.CollectorRegistry` (no process/GC
+collectors, no clash with anything else in the process).
+
+Gauges are rebuilt completely on each update and swapped in atomically, so a queue or node that disappears
+stops being reported and a scrape never sees half a tick. The cycle-latency histogram accumulates.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Iterable, Mapping, Optional
+
+import pandas as pd
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from ..decisions import ScheduleResult
+from ..model import RESOURCES, Snapshot
+
+QUEUE_STAT_GAUGES = {
+    "deserved": "Deserved quota of the queue (KAI quota; GPUs in devices, CPU in millicores, memory in bytes).",
+    "fair_share": "Fair share the scheduler computed for the queue this tick (same units as deserved).",
+    "allocated": "Resources allocated to the queue's running/binding pods (same units as deserved).",
+    "requested": "Resources requested by the queue's pods, allocated or pending (same units as deserved).",
+    "limit": "Maximum the queue may use (-1 = unlimited; same units as deserved).",
+}
+"""``kaidash_queue_<stat>{queue, parent, resource}`` gauges and their help text."""
+
+LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def _pending_jobs(result: ScheduleResult, snapshot: Snapshot) -> Iterable[tuple[str, float]]:
+    """``(queue, creation_time)`` for every job still pending after the tick."""
+    for job in snapshot.jobs:
+        decision = result.jobs.get(job.key) if result.jobs else None
+        if decision is not None:
+            pending = decision.status == "pending"
+        else:
+            pending = bool(job.tasks) and all(t.status == "pending" for t in job.tasks)
+        if pending:
+            yield job.queue, job.creation_time
+
+
+class KaidashMetrics:
+    """kaidash's own metrics (see ``docs/metrics.md``)."""
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None):
+        self.registry = registry or CollectorRegistry(auto_describe=False)
+        self._lock = threading.Lock()
+        self._families: list = []
+        self._ticks = 0
+        self.cycle_latency = Histogram("kaidash_cycle_latency_seconds",
+                                       "Duration of each part (action) of a scheduling cycle.", ["action"],
+                                       buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        self.registry.register(self)
+
+    # prometheus_client custom-collector protocol
+    def describe(self):
+        return []
+
+    def collect(self):
+        with self._lock:
+            families = list(self._families)
+        yield from families
+
+    def update(self, result: ScheduleResult, gpu_frame: Optional[pd.DataFrame] = None, *,
+               snapshot: Optional[Snapshot] = None, sources: Optional[Mapping[str, Mapping[str, bool]]] = None,
+               gpu_metrics_age_s: Optional[float] = None, now: Optional[float] = None) -> None:
+        """Refresh every metric from one tick.
+
+        ``result``: the tick's :class:`ScheduleResult` (queue stats, fair share, job decisions, timings);
+        ``gpu_frame``: the DCGM per-GPU frame (flags); ``snapshot``: the state to measure pending waits in
+        (default ``result.snapshot``); ``sources``: ``{source: {resource: up}}``;
+        ``gpu_metrics_age_s``: age of the GPU frame (0 fresh, larger when stale); ``now``: tick wall time.
+        """
+        now = time.time() if now is None else now
+        snap = snapshot if snapshot is not None else result.snapshot
+        families: list = []
+
+        queues = snap.queue_map() if snap is not None else {}
+        parents = {name: (q.parent or "") for name, q in queues.items()}
+        stat_families = {stat: GaugeMetricFamily(f"kaidash_queue_{stat}", help_,
+                                                 labels=["queue", "parent", "resource"])
+                         for stat, help_ in QUEUE_STAT_GAUGES.items()}
+        names = sorted(set(queues) | set(result.queue_stats or {}) | set(result.fair_share or {}))
+        for name in names:
+            stats = (result.queue_stats or {}).get(name, {})
+            for resource in RESOURCES:
+                values: dict[str, Any] = dict(stats.get(resource, {}))
+                if "fair_share" not in values and resource in (result.fair_share or {}).get(name, {}):
+                    values["fair_share"] = result.fair_share[name][resource]
+                if name in queues:
+                    q = queues[name].resource(resource)
+                    values.setdefault("deserved", q.quota)
+                    values.setdefault("limit", q.limit)
+                for stat, family in stat_families.items():
+                    if values.get(stat) is not None:
+                        family.add_metric([name, parents.get(name, ""), resource], float(values[stat]))
+        families.extend(stat_families.values())
+
+        pending_count = GaugeMetricFamily("kaidash_queue_pending_jobs", "Jobs (pod groups) waiting to be scheduled.",
+                                          labels=["queue"])
+        oldest = GaugeMetricFamily("kaidash_queue_pending_wait_oldest_seconds",
+                                   "Wait of the queue's longest-pending job (0 when none is pending).",
+                                   labels=["queue"])
+        mean = GaugeMetricFamily("kaidash_queue_pending_wait_mean_seconds",
+                                 "Mean wait of the queue's pending jobs (0 when none is pending).", labels=["queue"])
+        waits: dict[str, list[float]] = {name: [] for name in queues}
+        if snap is not None:
+            for queue, created in _pending_jobs(result, snap):
+                waits.setdefault(queue, []).append(max(0.0, snap.time - created))
+        for queue in sorted(waits):
+            w = waits[queue]
+            pending_count.add_metric([queue], float(len(w)))
+            oldest.add_metric([queue], max(w) if w else 0.0)
+            mean.add_metric([queue], sum(w) / len(w) if w else 0.0)
+        families += [pending_count, oldest, mean]
+
+        last_latency = GaugeMetricFamily("kaidash_cycle_last_latency_seconds",
+                                         "Duration of each part (action) of the last scheduling cycle.",
+                                         labels=["action"])
+        for action, ms in sorted((result.timings_ms or {}).items()):
+            seconds = float(ms) / 1000.0
+            self.cycle_latency.labels(action=action).observe(seconds)
+            last_latency.add_metric([action], seconds)
+        families.append(last_latency)
+
+        families.extend(self._gpu_families(gpu_frame, queues))
+        if gpu_metrics_age_s is not None:
+            families.append(GaugeMetricFamily("kaidash_gpu_metrics_age_seconds",
+                                              "Age of the DCGM data behind the GPU metrics (0 = fresh).",
+                                              value=float(gpu_metrics_age_s)))
+
+        up = GaugeMetricFamily("kaidash_source_up", "1 if the source delivered this resource on the last tick.",
+                               labels=["source", "resource"])
+        for source, resources in sorted((sources or {}).items()):
+            for resource, ok in sorted(resources.items()):
+                up.add_metric([source, resource], 1.0 if ok else 0.0)
+        families.append(up)
+        families.append(GaugeMetricFamily("kaidash_last_tick_timestamp_seconds",
+                                          "Unix time of the last live-loop tick.", value=float(now)))
+        with self._lock:
+            self._ticks += 1
+            ticks = CounterMetricFamily("kaidash_ticks", "Live-loop ticks since kaidash started.", value=self._ticks)
+            self._families = families + [ticks]
+
+    @staticmethod
+    def _gpu_families(frame: Optional[pd.DataFrame], queues: Mapping) -> list:
+        over = GaugeMetricFamily("kaidash_over_share_pods",
+                                 "Pods using more GPU memory than their share (KAI does not isolate: neighbours "
+                                 "risk OOM).", labels=["queue"])
+        idle = GaugeMetricFamily("kaidash_idle_allocated_gpus",
+                                 "GPUs allocated to pods but idle (utilisation below threshold) for the window.")
+        unalloc = GaugeMetricFamily("kaidash_unallocated_in_use_gpus",
+                                    "GPUs in use (memory or utilisation) with nothing allocated on them.")
+        counts = {name: 0 for name in queues}
+        if frame is not None and not frame.empty:
+            flagged = frame[frame["over_share"]].drop_duplicates(["task"])
+            for queue, n in flagged.groupby("queue")["task"].count().items():
+                counts[queue] = int(n)
+            gpus = frame.drop_duplicates(["node", "gpu_index"])
+            idle_n = int(frame.loc[frame["idle_allocated"], ["node", "gpu_index"]].drop_duplicates().shape[0])
+            unalloc_n = int(gpus["unallocated_in_use"].sum())
+        else:
+            idle_n = unalloc_n = 0
+        for queue in sorted(counts):
+            over.add_metric([queue], float(counts[queue]))
+        idle.add_metric([], float(idle_n))
+        unalloc.add_metric([], float(unalloc_n))
+        return [over, idle, unalloc]
+
+    def exposition(self) -> tuple[bytes, str]:
+        """``(body, content_type)`` for a ``/metrics`` route."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
