@@ -1,0 +1,374 @@
+"""Why-pending: for each job a session left waiting, the reason, the numbers behind it and a counterfactual.
+
+Counterfactuals are computed by the engine itself: the session is re-run on a modified copy of the snapshot
+(a raised limit or quota, jobs of the most over-fair-share queue released, a consolidation pass) and the
+explanation only claims what that re-run showed (``Counterfactual.verified``). Cheap checks come first (queue
+limit and quota arithmetic, the shape of the request against node sizes and free GPU blocks); engine searches
+are bounded by a per-job time budget.
+
+The engine is never modified and never sees a mutated input: probes are shallow copies that share unchanged
+nodes, queues and jobs (the engine does not mutate its input).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional
+
+from .decisions import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT, PIPELINED, ScheduleResult
+from .fairshare import compute_fair_share
+from .model import ACTIVE_ALLOCATED_STATUSES, ALLOCATED_STATUSES, RESOURCES, Job, Node, Queue, Snapshot, Task
+
+WAITING_STATUSES = frozenset({"pending", "pipelined"})
+STARTED_STATUSES = frozenset({"running", "binding", "pipelined"})
+UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "bytes"}
+
+
+@dataclass
+class Counterfactual:
+    """A change that would let the job start.
+
+    ``kind``: ``raise_limit`` | ``raise_quota`` | ``release`` | ``consolidate`` | ``larger_node`` |
+    ``fragmented`` | ``none``. ``verified`` is True when an engine re-run on a modified copy showed the job start.
+    """
+
+    kind: str
+    message: str
+    queue: Optional[str] = None
+    node: Optional[str] = None
+    resource: str = "gpu"
+    amount: Optional[float] = None
+    verified: bool = False
+    jobs: list[str] = field(default_factory=list)
+    moves: list[tuple[str, Optional[str]]] = field(default_factory=list)
+
+
+@dataclass
+class PendingExplanation:
+    """Why one job waits: reason code (KAI's names), a message with numbers, and a counterfactual."""
+
+    job: str
+    queue: str
+    reason: Optional[str]
+    message: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+    counterfactual: Optional[Counterfactual] = None
+    search_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        cf = self.counterfactual
+        return {"job": self.job, "queue": self.queue, "reason": self.reason, "message": self.message,
+                "numbers": self.numbers, "search_ms": round(self.search_ms, 3),
+                "counterfactual": None if cf is None else {
+                    "kind": cf.kind, "message": cf.message, "queue": cf.queue, "node": cf.node,
+                    "resource": cf.resource, "amount": cf.amount, "verified": cf.verified, "jobs": cf.jobs,
+                    "moves": [list(m) for m in cf.moves]}}
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+def _fmt(x: float, resource: str = "gpu") -> str:
+    if resource == "memory":
+        return f"{x / 2**30:.3g} GiB"
+    if resource == "cpu":
+        return f"{x / 1000:g} cores"
+    r = round(x, 6)
+    return f"{int(r)} GPU{'s' if r != 1 else ''}" if r == int(r) else f"{r:g} GPUs"
+
+
+def _task_order(t: Task):
+    return (t.creation_time if t.creation_time is not None else 0.0, t.name)
+
+
+def tasks_to_place(job: Job) -> list[Task]:
+    """The pending tasks the job needs next: enough to reach ``min_available`` (its gang), else one more."""
+    active = sum(1 for t in job.tasks if t.status in ACTIVE_ALLOCATED_STATUSES)
+    pending = sorted((t for t in job.tasks if t.status == "pending"), key=_task_order)
+    need = max(1, job.min_available - active)
+    return pending[:need]
+
+
+def _task_gpus(t: Task, gpu_mem: Optional[float]) -> float:
+    if not t.is_gpu:
+        return 0.0
+    return t.gpus_on(gpu_mem or 0.0) if t.gpu_memory_mib is not None else t.gpus_on(0.0)
+
+
+def _free_whole_gpus(snap: Snapshot) -> dict[str, int]:
+    """Fully free devices per Ready GPU node: running, binding and releasing tasks occupy theirs (pipelined
+    tasks wait on releasing ones), other schedulers' GPUs are taken off."""
+    from .whatif import gpu_occupancy
+
+    occ = gpu_occupancy(snap)
+    out = {}
+    for n in snap.nodes:
+        if n.ready and n.gpus > 0:
+            free = sum(1 for u in occ[n.name] if u <= 1e-9) - math.ceil(n.external.gpus)
+            out[n.name] = max(0, int(free))
+    return out
+
+
+def _started(result: ScheduleResult, key: str) -> bool:
+    jd = result.jobs.get(key)
+    if jd is not None:
+        return jd.status in STARTED_STATUSES
+    return False
+
+
+# ---------------------------------------------------------------------------------------------- snapshot edits
+
+def _with_queue_resource(snap: Snapshot, queue: str, resource: str, **values: float) -> Snapshot:
+    queues = []
+    for q in snap.queues:
+        if q.name == queue:
+            q = replace(q, **{resource: replace(q.resource(resource), **values)})
+        queues.append(q)
+    return replace(snap, queues=queues)
+
+
+def _without_jobs(snap: Snapshot, keys: set[str]) -> Snapshot:
+    return replace(snap, jobs=[j for j in snap.jobs if j.key not in keys])
+
+
+def _with_actions(snap: Snapshot, actions: list[str]) -> Snapshot:
+    return replace(snap, config=replace(snap.config, actions=list(actions)))
+
+
+# ---------------------------------------------------------------------------------------------- explainer
+
+class _Explainer:
+    def __init__(self, snapshot: Snapshot, result: ScheduleResult, run: Callable[[Snapshot], ScheduleResult],
+                 budget_ms: float):
+        self.snapshot = snapshot
+        self.result = result
+        self.after = result.snapshot or snapshot
+        self.run = run
+        self.budget_s = budget_ms / 1000.0
+        self.jobs = snapshot.job_map()
+        self.nodes = [n for n in snapshot.nodes if n.ready]
+        self.max_gpu_mem = max((n.gpu_memory_mib for n in self.nodes if n.gpus), default=0.0)
+        self.shares = compute_fair_share(snapshot)
+        self._free_whole: Optional[dict[str, int]] = None
+        self.deadline = 0.0
+
+    def free_whole(self) -> dict[str, int]:
+        if self._free_whole is None:
+            self._free_whole = _free_whole_gpus(self.after)
+        return self._free_whole
+
+    def probe(self, snap: Snapshot, key: str) -> Optional[ScheduleResult]:
+        """Run the engine on a modified copy if time is left; None when the budget is spent."""
+        if time.perf_counter() > self.deadline:
+            return None
+        return self.run(snap)
+
+    # ------------------------------------------------------------------ one job
+
+    def explain(self, key: str) -> PendingExplanation:
+        t0 = time.perf_counter()
+        self.deadline = t0 + self.budget_s
+        decision = self.result.jobs[key]
+        job = self.jobs.get(key)
+        queue = job.queue if job else decision.details.get("queue", "?")
+        exp = PendingExplanation(job=key, queue=queue, reason=decision.reason,
+                                 message=decision.message or (decision.reason or "waiting"),
+                                 numbers=dict(decision.details))
+        if job is None:
+            return exp
+        tasks = tasks_to_place(job)
+        request = {"gpu": sum(_task_gpus(t, self.max_gpu_mem) for t in tasks),
+                   "cpu": sum(t.cpu_millis for t in tasks), "memory": sum(t.memory_bytes for t in tasks)}
+        exp.numbers.setdefault("job_requested", request)
+        exp.numbers.setdefault("tasks_to_place", len(tasks))
+        if decision.status == "pipelined" or decision.reason == PIPELINED:
+            exp.counterfactual = Counterfactual("none", "placed on resources that are being released; it starts "
+                                                "when they are freed (no change needed)")
+        elif decision.reason == OVER_LIMIT:
+            exp.counterfactual = self.over_limit(job, decision.details, request)
+        elif decision.reason == NON_PREEMPTIBLE_OVER_QUOTA:
+            exp.counterfactual = self.over_quota(job, decision.details, request)
+        elif tasks:
+            exp.counterfactual = self.capacity(job, tasks, request)
+        exp.search_ms = (time.perf_counter() - t0) * 1000
+        return exp
+
+    # ------------------------------------------------------------------ queue limit / quota
+
+    def _limit_numbers(self, job: Job, details: dict, request: dict, field_name: str) -> tuple[str, str, float, float, float]:
+        queue = details.get("queue") or job.queue
+        resource = details.get("resource") or "gpu"
+        req = float(details.get("job_requested", request).get(resource, request[resource]))
+        share = self.shares.get(queue, {}).get(resource)
+        value = details.get(f"queue_{field_name}", {}).get(resource)
+        if value is None and share is not None:
+            value = share.limit if field_name == "limit" else share.deserved
+        alloc_key = "queue_allocated" if field_name == "limit" else "queue_allocated_non_preemptible"
+        allocated = details.get(alloc_key, {}).get(resource)
+        if allocated is None and share is not None:
+            allocated = share.allocated if field_name == "limit" else share.allocated_non_preemptible
+        return queue, resource, req, float(value or 0.0), float(allocated or 0.0)
+
+    def over_limit(self, job: Job, details: dict, request: dict) -> Counterfactual:
+        queue, resource, req, limit, allocated = self._limit_numbers(job, details, request, "limit")
+        over = allocated + req - limit
+        msg = (f"over the queue limit by {_fmt(over, resource)}: queue {queue} {resource} limit {_fmt(limit, resource)}, "
+               f"{_fmt(allocated, resource)} allocated, job needs {_fmt(req, resource)}")
+        cf = Counterfactual("raise_limit", msg, queue=queue, resource=resource, amount=over)
+        probe = self.probe(_with_queue_resource(self.snapshot, queue, resource, limit=allocated + req), job.key)
+        return self._verify(cf, probe, job, f"; with the limit raised to {_fmt(allocated + req, resource)} it would start")
+
+    def over_quota(self, job: Job, details: dict, request: dict) -> Counterfactual:
+        queue, resource, req, deserved, allocated_np = self._limit_numbers(job, details, request, "deserved")
+        over = allocated_np + req - deserved
+        msg = (f"non-preemptible job over quota by {_fmt(over, resource)}: queue {queue} {resource} quota "
+               f"{_fmt(deserved, resource)}, {_fmt(allocated_np, resource)} held by non-preemptible jobs, job needs "
+               f"{_fmt(req, resource)}; non-preemptible jobs never go over quota")
+        cf = Counterfactual("raise_quota", msg, queue=queue, resource=resource, amount=over)
+        probe = self.probe(_with_queue_resource(self.snapshot, queue, resource, quota=allocated_np + req), job.key)
+        return self._verify(cf, probe, job, f"; with the quota raised to {_fmt(allocated_np + req, resource)} it would start")
+
+    def _verify(self, cf: Counterfactual, probe: Optional[ScheduleResult], job: Job, suffix: str) -> Counterfactual:
+        if probe is None:
+            return cf
+        if _started(probe, job.key):
+            cf.verified = True
+            cf.message += suffix
+        else:
+            then = probe.jobs.get(job.key)
+            if then is not None and then.reason:
+                cf.message += f"; even then it would wait: {then.reason}" + (f" ({then.message})" if then.message else "")
+        return cf
+
+    # ------------------------------------------------------------------ capacity
+
+    def capacity(self, job: Job, tasks: list[Task], request: dict) -> Counterfactual:
+        whole = [t for t in tasks if t.is_gpu and t.gpu_memory_mib is None and t.gpu >= 1]
+        biggest = max((int(math.ceil(t.gpu)) for t in whole), default=0)
+        if biggest:
+            largest_node = max(self.nodes, key=lambda n: (n.gpus, n.name), default=None)
+            if largest_node is None or largest_node.gpus < biggest:
+                have = largest_node.gpus if largest_node else 0
+                return Counterfactual("larger_node", f"needs {biggest} whole GPUs on one node; the largest Ready node "
+                                      f"has {have} GPUs: no change of queues or placement can help",
+                                      amount=float(biggest))
+        cf = self.release(job, request)
+        if cf is not None and cf.verified:
+            return cf
+        frag = self.fragmented(job, whole, biggest, request)
+        consolidated = self.consolidate(job) if frag is not None else None
+        if consolidated is not None:
+            return consolidated
+        return cf or frag or Counterfactual("none", "no single change found within the search budget")
+
+    def fragmented(self, job: Job, whole: list[Task], biggest: int, request: dict) -> Optional[Counterfactual]:
+        """Enough free GPUs in total but no node has a big enough free block."""
+        if not biggest:
+            return None
+        free = self.free_whole()
+        if not free:
+            return None
+        best_node, best = min(free.items(), key=lambda kv: (-kv[1], kv[0]))
+        total_free = sum(free.values())
+        if best >= biggest:
+            return None
+        need_total = sum(int(math.ceil(t.gpu)) for t in whole)
+        msg = (f"needs {biggest} whole GPUs on one node; largest free block is {best} on node {best_node} "
+               f"({total_free} whole GPUs free in total, the job needs {need_total})")
+        return Counterfactual("fragmented", msg, node=best_node, amount=float(biggest - best))
+
+    def consolidate(self, job: Job) -> Optional[Counterfactual]:
+        """Re-run a consolidation pass on the after-session state with only this job waiting."""
+        after = self.after
+        target = after.job_map().get(job.key)
+        if target is None:
+            return None
+        jobs = []
+        for j in after.jobs:
+            if j.key == job.key:
+                j = replace(j, preemptible=True)  # consolidation only serves preemptible jobs (KAI)
+            elif not any(t.status not in ("pending",) for t in j.tasks):
+                continue  # other waiting jobs are left out: the question is about this job only
+            jobs.append(j)
+        probe = self.probe(_with_actions(replace(after, jobs=jobs), ["consolidation"]), job.key)
+        if probe is None or not _started(probe, job.key):
+            return None
+        placed = [(name, d.node) for name, d in probe.tasks.items()
+                  if any(t.name == name for t in target.tasks) and d.node]
+        moves = [(e.task, e.moved_to) for e in probe.evicted]
+        node = placed[0][1] if placed else None
+        msg = (f"fits on node {node} after consolidation: moving {len(moves)} preemptible task"
+               f"{'s' if len(moves) != 1 else ''} (" + ", ".join(f"{t} -> {n}" for t, n in moves) + ")")
+        return Counterfactual("consolidate", msg, node=node, verified=True, moves=moves)
+
+    def release(self, job: Job, request: dict) -> Optional[Counterfactual]:
+        """Smallest prefix of the most over-fair-share queue's jobs whose release lets the job start."""
+        donors = []
+        for name, per in self.shares.items():
+            s = per["gpu"]
+            if name == job.queue or s.allocated <= s.fair_share + 1e-9 or s.allocated <= 0:
+                continue
+            ratio = s.allocated / s.fair_share if s.fair_share > 0 else math.inf
+            donors.append((ratio, name))
+        leaves = {q.name for q in self.snapshot.leaf_queues()}
+        donors = [d for d in sorted(donors, key=lambda d: (-d[0], d[1])) if d[1] in leaves]
+        for _, donor in donors[:2]:
+            victims = self._victims(donor)
+            if not victims:
+                continue
+            keys = [v.key for v in victims]
+            full = self.probe(_without_jobs(self.snapshot, set(keys)), job.key)
+            if full is None:
+                return None
+            if not _started(full, job.key):
+                continue
+            lo, hi = 1, len(keys)  # smallest prefix length that works lies in [lo, hi]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                probe = self.probe(_without_jobs(self.snapshot, set(keys[:mid])), job.key)
+                if probe is None:
+                    break
+                if _started(probe, job.key):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            chosen = victims[:hi]
+            gpus = sum(self._job_gpus(v) for v in chosen)
+            share = self.shares[donor]["gpu"]
+            msg = (f"would start if queue {donor} released {_fmt(gpus)} ("
+                   + ", ".join(j.key for j in chosen) + f"); {donor} holds {_fmt(share.allocated)} "
+                   f"against a fair share of {_fmt(share.fair_share)}")
+            return Counterfactual("release", msg, queue=donor, amount=gpus, verified=True,
+                                  jobs=[j.key for j in chosen])
+        return None
+
+    def _job_gpus(self, job: Job) -> float:
+        mem = {n.name: n.gpu_memory_mib for n in self.snapshot.nodes}
+        return sum(t.gpus_on(mem.get(t.node, 0.0)) for t in job.tasks if t.status in ALLOCATED_STATUSES and t.is_gpu)
+
+    def _victims(self, queue: str) -> list[Job]:
+        """Running jobs of ``queue`` holding GPUs, in KAI's victim order: lower priority, then younger first."""
+        jobs = [j for j in self.snapshot.jobs if j.queue == queue and self._job_gpus(j) > 0]
+        return sorted(jobs, key=lambda j: (j.priority, -(j.last_start_time or j.creation_time), j.key))
+
+
+def explain_pending(snapshot: Snapshot, result: ScheduleResult, *, budget_ms_per_job: float = 200.0,
+                    jobs: Optional[list[str]] = None,
+                    run: Optional[Callable[[Snapshot], ScheduleResult]] = None) -> list[PendingExplanation]:
+    """Explain every job ``result`` left waiting (or only ``jobs``), ordered by queue then job key.
+
+    ``result`` must come from running the engine on ``snapshot``. Counterfactual searches re-run the engine
+    (``run``, default :func:`scheduler.engine.run_session`) on modified copies, at most ``budget_ms_per_job``
+    per job (a search already started finishes its current probe). ``snapshot`` is not modified.
+    """
+    if run is None:
+        from .engine import run_session as run
+    explainer = _Explainer(snapshot, result, run, budget_ms_per_job)
+    keys = [k for k, d in result.jobs.items() if d.status in WAITING_STATUSES]
+    if jobs is not None:
+        wanted = set(jobs)
+        keys = [k for k in keys if k in wanted]
+    job_map = explainer.jobs
+    keys.sort(key=lambda k: (job_map[k].queue if k in job_map else "", k))
+    return [explainer.explain(k) for k in keys]
