@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 import numpy as np
 
 from scheduler.simulate.records import CLUSTER_METRICS, QUEUE_METRICS, ChunkedSeries, Recorder
@@ -70,3 +72,31 @@ def test_job_rows_give_wait_pending_time_and_completion():
     row = rec2.frames(now=300)["jobs"].iloc[0]
     # wait = first start - arrival = 25; pending = 25 + (80 - 50) = 55; two runs
     assert (row["wait_s"], row["pending_s"], row["runs"], row["completion"]) == (25, 55, 2, 200)
+
+
+def test_queue_summary_weights_each_tick_by_how_long_it_held():
+    import pandas as pd
+
+    from scheduler.simulate.summary import queue_summary, time_weights
+
+    assert time_weights(np.array([0.0, 10.0, 40.0]), 100.0).tolist() == [10, 30, 60]
+    rec = Recorder(["a", "b"], start_time=0)
+    rows = np.zeros((2, len(QUEUE_METRICS)))
+    rows[0, QUEUE_METRICS.index("allocated_gpu")] = 4
+    rows[0, QUEUE_METRICS.index("fair_share_gpu")] = 6
+    rec.tick(0, rows, [0.0] * len(CLUSTER_METRICS))
+    rows2 = rows.copy()
+    rows2[0, QUEUE_METRICS.index("allocated_gpu")] = 8
+    rec.tick(10, rows2, [0.0] * len(CLUSTER_METRICS))
+    r = rec.job_arrived("j1", "a", 0)
+    r.started(30)
+    rec.job_arrived("j2", "a", 0).started(10)
+    rec.job_arrived("j3", "b", 5)
+    rec.eviction(12, "t", "j1", "a", "reclaim", "x", "")
+    s = queue_summary(rec.frames(now=40), end_time=40).set_index("queue")
+    # a held 4 GPUs for 10 s then 8 GPUs for 30 s: (40 + 240) / 40 = 7; fair share 6 throughout
+    assert s.loc["a", "mean_allocated_gpu"] == pytest.approx(7.0)
+    assert s.loc["a", "mean_fair_share_gpu"] == pytest.approx(6.0)
+    assert (s.loc["a", "jobs_arrived"], s.loc["a", "jobs_started"], s.loc["a", "mean_wait_s"]) == (2, 2, 20)
+    assert (s.loc["a", "evictions"], s.loc["b", "evictions"], s.loc["b", "jobs_started"]) == (1, 0, 0)
+    assert isinstance(s, pd.DataFrame)
