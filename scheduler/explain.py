@@ -333,7 +333,7 @@ class _Explainer:
                     hi = mid
                 else:
                     lo = mid + 1
-            chosen = victims[:hi]
+            chosen = self._minimise(victims[:hi], job.key)
             gpus = sum(self._job_gpus(v) for v in chosen)
             share = self.shares[donor]["gpu"]
             msg = (f"would start if queue {donor} released {_fmt(gpus)} ("
@@ -342,6 +342,24 @@ class _Explainer:
             return Counterfactual("release", msg, queue=donor, amount=gpus, verified=True,
                                   jobs=[j.key for j in chosen])
         return None
+
+    def _minimise(self, chosen: list[Job], key: str) -> list[Job]:
+        """Drop released jobs that turn out unnecessary (victim order first), while the budget lasts: the prefix
+        search finds the fewest jobs in victim order, this finds a smaller amount when a later, bigger job alone
+        is enough."""
+        if len(chosen) < 2:
+            return chosen
+        kept = list(chosen)
+        for candidate in list(chosen):
+            trial = [j for j in kept if j is not candidate]
+            if not trial:
+                break
+            probe = self.probe(_without_jobs(self.snapshot, {j.key for j in trial}), key)
+            if probe is None:
+                break
+            if _started(probe, key):
+                kept = trial
+        return kept
 
     def _job_gpus(self, job: Job) -> float:
         mem = {n.name: n.gpu_memory_mib for n in self.snapshot.nodes}
