@@ -1,0 +1,114 @@
+"""Simulator speed: hours of simulated time on a 64-node x 8-GPU cluster (issue 3: "in seconds").
+
+Builds a deterministic workload (or, with ``--scenario SEED``, the synthetic generator's): four leaf queues in
+two departments, Poisson arrivals of whole-GPU gangs and fractional jobs whose demand exceeds the cluster at
+times (so queues borrow and, with reclaim enabled, take GPUs back), durations from minutes to hours. Runs the
+simulator with fast-forward (the default) and, with ``--compare``, with every cycle executed, and prints wall
+time, cycles run/skipped, session time and the per-queue summary.
+
+Run: ``python bench/simulate_speed.py [--hours 4] [--period 10] [--nodes 64] [--seed 1] [--compare]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler.model import Job, Node, Queue, QueueResource, SchedulerConfig, Snapshot, Task  # noqa: E402
+from scheduler.simulate import Simulator, UsageConfig  # noqa: E402
+from scheduler.simulate.summary import queue_summary  # noqa: E402
+
+
+def workload(nodes: int = 64, hours: float = 4.0, seed: int = 1, start: float = 1_767_225_600.0):
+    """``(snapshot, arrivals)``: an empty cluster and a Poisson stream of jobs over ``hours``."""
+    rng = random.Random(seed)
+    gpus = nodes * 8
+    snap = Snapshot(
+        nodes=[Node(f"node-{i:03d}", gpus=8, gpu_memory_mib=81920, cpu_millis=192_000, memory_bytes=2 * 2**40)
+               for i in range(nodes)],
+        queues=[Queue("research", creation_time=1, gpu=QueueResource(gpus * 0.5, -1, 2)),
+                Queue("prod", creation_time=2, gpu=QueueResource(gpus * 0.5, -1, 1)),
+                Queue("llm", parent="research", creation_time=3, gpu=QueueResource(gpus * 0.3, -1, 1)),
+                Queue("vision", parent="research", creation_time=4, gpu=QueueResource(gpus * 0.2, -1, 1)),
+                Queue("serving", parent="prod", creation_time=5, gpu=QueueResource(gpus * 0.3, -1, 1)),
+                Queue("batch", parent="prod", creation_time=6, gpu=QueueResource(gpus * 0.2, -1, 1))],
+        config=SchedulerConfig(schedule_period_s=10.0), time=start)
+    leaves = ["llm", "vision", "serving", "batch"]
+    # mean arrival rate: enough GPU-hours to load the cluster about 1.2x on average
+    shapes = [(1, 1, 0.35), (2, 1, 0.2), (8, 1, 0.15), (8, 2, 0.1), (8, 4, 0.05), (0.5, 1, 0.15)]
+    mean_gpus = sum(g * n * p for g, n, p in shapes)
+    mean_duration = 3600.0
+    rate = 1.2 * gpus / (mean_gpus * mean_duration)
+    arrivals, t, k = [], 0.0, 0
+    while True:
+        t += rng.expovariate(rate)
+        if t > hours * 3600:
+            break
+        g, n, _ = rng.choices(shapes, weights=[s[2] for s in shapes])[0]
+        queue = rng.choice(leaves)
+        duration = min(8 * 3600.0, rng.lognormvariate(7.6, 1.0))      # median ~33 min, mean ~55 min
+        tasks = [Task(f"job-{k:05d}-{i}", gpu=g, cpu_millis=4000 * max(g, 1), memory_bytes=16 * 2**30)
+                 for i in range(n)]
+        priority = 50 if queue != "serving" else 100
+        arrivals.append((t, Job(f"job-{k:05d}", queue=queue, priority=priority, min_available=n,
+                                duration_s=duration, tasks=tasks)))
+        k += 1
+    return snap, arrivals
+
+
+def scenario(seed: int, nodes: int):
+    from scheduler.sources.synthetic import generate_scenario
+    sc = generate_scenario(seed, nodes=nodes)
+    return sc.snapshot, list(sc.arrivals)
+
+
+def run_once(snap, arrivals, hours, period, fast_forward):
+    tracemalloc.start()
+    started = time.perf_counter()
+    sim = Simulator(snap, arrivals, period_s=period, usage=UsageConfig(), fast_forward=fast_forward)
+    sim.run(hours * 3600)
+    wall = time.perf_counter() - started
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    frames = sim.frames()
+    session_ms = frames["cluster"]["session_ms"]
+    return sim, frames, wall, peak, session_ms
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--hours", type=float, default=4.0)
+    p.add_argument("--period", type=float, default=10.0)
+    p.add_argument("--nodes", type=int, default=64)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--scenario", type=int, metavar="SEED", help="use the synthetic generator instead")
+    p.add_argument("--compare", action="store_true", help="also run with every cycle executed")
+    args = p.parse_args(argv)
+
+    snap, arrivals = (scenario(args.scenario, args.nodes) if args.scenario is not None
+                      else workload(args.nodes, args.hours, args.seed))
+    grid = int(args.hours * 3600 / args.period) + 1
+    print(f"{len(snap.nodes)} nodes, {sum(n.gpus for n in snap.nodes)} GPUs, {len(arrivals)} arrivals, "
+          f"{args.hours:g} h at {args.period:g} s = {grid} cycles on the grid")
+    for ff in ([True, False] if args.compare else [True]):
+        sim, frames, wall, peak, session_ms = run_once(snap, arrivals, args.hours, args.period, ff)
+        label = "fast-forward" if ff else "every cycle"
+        print(f"\n[{label}] wall {wall:.2f} s; {sim.cycles_run} sessions run, {sim.cycles_skipped} skipped; "
+              f"session median {session_ms.median():.1f} ms, p95 {session_ms.quantile(0.95):.1f} ms, "
+              f"sum {session_ms.sum() / 1000:.2f} s; overhead {wall - session_ms.sum() / 1000:.2f} s; "
+              f"peak traced memory {peak / 2**20:.1f} MiB")
+        print(f"  arrived {sim.arrived_total}, completed {sim.completed_total}, evicted tasks "
+              f"{sim.evicted_total}, mean GPU allocation "
+              f"{(frames['cluster']['gpu_utilisation']).mean():.1%}")
+        print(queue_summary(frames, sim.time).round(2).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
