@@ -427,15 +427,22 @@ def _task_state(snap: Snapshot) -> dict[str, tuple]:
     return {t.name: (t.status, t.node, tuple(t.gpu_groups), tuple(t.gpu_indices)) for _, t in snap.iter_tasks()}
 
 
-def run_to_steady_state(snapshot: Snapshot, cycles: int = 10) -> Outcome:
+def _engine_cycle(snapshot: Snapshot):
+    from .engine import run_cycles
+
+    return run_cycles(snapshot, cycles=1)
+
+
+def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) -> Outcome:
     """Run the engine's cycles on ``snapshot`` (not modified) until one changes nothing, at most ``cycles``.
 
     Jobs *started* are jobs that had not started in ``snapshot`` and have at the end; *evicted* counts tasks the
-    cycles evicted; *pending* counts jobs that have not started at the end.
+    cycles evicted; *pending* counts jobs that have not started at the end. ``run_cycle(snapshot) ->
+    ScheduleResult`` runs one cycle with its state transitions (default: the engine's ``run_cycles(s, 1)``).
     """
     import time
 
-    from .engine import run_cycles
+    run_cycles_once = run_cycle or _engine_cycle
 
     t0 = time.perf_counter()
     fair = fair_share_table(compute_fair_share(snapshot))
@@ -444,7 +451,7 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10) -> Outcome:
     evicted_tasks: dict[str, str] = {}
     ran = 0
     for _ in range(max(1, cycles)):
-        result = run_cycles(current, cycles=1)
+        result = run_cycles_once(current)
         ran += 1
         after = result.snapshot
         for ev in result.evicted:
@@ -535,27 +542,29 @@ class WhatIfDiff:
 class WhatIfRunner:
     """Keeps one snapshot's base outcome so that each slider move only re-runs the modified side."""
 
-    def __init__(self, snapshot: Snapshot, cycles: int = 10):
+    def __init__(self, snapshot: Snapshot, cycles: int = 10, run_cycle=None):
         self.snapshot = snapshot
         self.cycles = cycles
+        self.run_cycle = run_cycle
         self._base: Optional[Outcome] = None
 
     @property
     def base(self) -> Outcome:
         if self._base is None:
-            self._base = run_to_steady_state(self.snapshot, self.cycles)
+            self._base = run_to_steady_state(self.snapshot, self.cycles, self.run_cycle)
         return self._base
 
     def run(self, overrides: WhatIf) -> WhatIfDiff:
         modified, notes = overrides.apply_with_notes(self.snapshot)
-        after = self.base if overrides.is_empty() else run_to_steady_state(modified, self.cycles)
+        after = self.base if overrides.is_empty() else run_to_steady_state(modified, self.cycles, self.run_cycle)
         return WhatIfDiff(overrides=overrides, before=self.base, after=after, modified=modified, notes=notes)
 
 
-def run_whatif(snapshot: Snapshot, overrides: WhatIf | Mapping[str, Any], cycles: int = 10) -> WhatIfDiff:
+def run_whatif(snapshot: Snapshot, overrides: WhatIf | Mapping[str, Any], cycles: int = 10,
+               run_cycle=None) -> WhatIfDiff:
     """Apply ``overrides`` to a copy of ``snapshot``, run base and modified to steady state (at most ``cycles``
     cycles each, stopping early when a cycle changes nothing) and return the :class:`WhatIfDiff`.
     ``snapshot`` is never modified."""
     if not isinstance(overrides, WhatIf):
         overrides = WhatIf.from_dict(overrides)
-    return WhatIfRunner(snapshot, cycles).run(overrides)
+    return WhatIfRunner(snapshot, cycles, run_cycle).run(overrides)

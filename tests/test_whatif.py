@@ -132,3 +132,92 @@ def test_whole_gpu_tasks_without_device_index_take_free_devices():
                     jobs=[job("a", "q", Task("a0", gpu=3, status="running", node="n1"))])
     assert sorted(gpu_occupancy(snap)["n1"]) == [0.0, 1.0, 1.0, 1.0]
     assert fragmentation(snap)["common_pending_shape"] is None
+
+
+# ---------------------------------------------------------------------------------------------- steady state
+
+from scheduler.decisions import Eviction, ScheduleResult  # noqa: E402
+from scheduler.whatif import WhatIfRunner, run_whatif  # noqa: E402
+
+
+def toy_cycle(snap):
+    """A transparent one-cycle model standing in for the engine: pending jobs, oldest first, start whole on the
+    first node with enough free devices (one job per cycle, so steady state takes several cycles); a queue whose
+    GPU limit is 0 has its running jobs evicted."""
+    out = snap.copy()
+    occupied = {n.name: set() for n in out.nodes}
+    for _, t in out.iter_tasks():
+        if t.status == "running" and t.node in occupied:
+            occupied[t.node].update(t.gpu_indices)
+    evicted = []
+    blocked = {q.name for q in out.queues if q.gpu.limit == 0}
+    for job in out.jobs:
+        if job.queue in blocked:
+            for t in job.tasks:
+                if t.status == "running":
+                    evicted.append(Eviction(task=t.name, job=job.key, action="reclaim"))
+                    occupied[t.node].difference_update(t.gpu_indices)
+                    t.status, t.node, t.gpu_indices = "pending", None, []
+    for job in sorted(out.jobs, key=lambda j: (j.creation_time, j.key)):
+        if job.queue in blocked or not all(t.status == "pending" for t in job.tasks):
+            continue
+        for n in out.nodes:
+            free = [i for i in range(n.gpus) if i not in occupied[n.name]]
+            need = int(sum(t.gpu for t in job.tasks))
+            if need <= len(free):
+                for t in job.tasks:
+                    k = int(t.gpu)
+                    t.status, t.node, t.gpu_indices = "running", n.name, free[:k]
+                    occupied[n.name].update(free[:k])
+                    free = free[k:]
+                break
+        else:
+            continue
+        break  # one job per cycle
+    return ScheduleResult(fair_share={}, tasks={}, jobs={}, evicted=evicted, snapshot=out)
+
+
+def small():
+    # One 4-GPU node in pool a running a 1-GPU job of q1; q2 has four 1-GPU jobs pending.
+    return Snapshot(nodes=[node("a1")], queues=[Queue("q1", gpu=QueueResource(2, -1, 1)), Queue("q2")],
+                    jobs=[job("run", "q1", Task("run-0", gpu=1, status="running", node="a1", gpu_indices=[0])),
+                          *[job(f"p{i}", "q2", Task(f"p{i}-0", gpu=1), creation_time=i) for i in range(4)]])
+
+
+def test_adding_a_node_starts_the_last_pending_job():
+    # Base: 3 free GPUs -> p0, p1, p2 start (one per cycle), p3 waits; a 4th cycle changes nothing -> 4 cycles.
+    # With a second 4-GPU node: all four start (4 cycles), a 5th changes nothing.
+    snap = small()
+    diff = run_whatif(snap, WhatIf(nodes={"a": 1}), run_cycle=toy_cycle)
+    assert diff.before.started == {"q1": 0, "q2": 3} and diff.before.pending == {"q1": 0, "q2": 1}
+    assert diff.after.started == {"q1": 0, "q2": 4} and diff.after.pending == {"q1": 0, "q2": 0}
+    assert (diff.before.cycles_run, diff.after.cycles_run) == (4, 5)
+    assert diff.before.gpu_utilisation == 1.0            # 4 of 4
+    assert diff.after.gpu_utilisation == 5 / 8
+    assert diff.job_changes() == [{"job": "p3", "queue": "q2", "before": "pending", "after": "started"}]
+    assert snap.job_map()["p0"].tasks[0].status == "pending"  # input untouched
+
+
+def test_cycles_cap_and_evictions_are_counted():
+    # q1's limit set to 0: the toy evicts its running job in cycle 1 and starts p0; cap at 2 cycles -> p0, p1.
+    diff = run_whatif(small(), WhatIf(queues={"q1": {"gpu": {"limit": 0}}}), cycles=2, run_cycle=toy_cycle)
+    assert diff.after.cycles_run == 2
+    assert diff.after.evicted == {"q1": 1, "q2": 0}
+    assert diff.after.started == {"q1": 0, "q2": 2}
+    assert diff.summary()["tasks_evicted"] == (0, 1)
+
+
+def test_frames_save_and_cached_base(tmp_path):
+    runner = WhatIfRunner(small(), run_cycle=toy_cycle)
+    diff = runner.run(WhatIf(queues={"q2": {"gpu": {"quota": 3}}}))
+    frames = diff.to_frames()
+    assert set(frames) == {"queues", "summary", "jobs"}
+    q = frames["queues"]
+    # Fair share from the (modified) input: 4 GPUs, requests q1 1, q2 4. Before: q1 quota 2 -> 1, q2 takes 3.
+    # After: q2 quota 3 -> 3, q1 1; 0 left -> same 1 / 3.
+    assert q.loc["q2", "fair_share_gpu_before"] == 3 and q.loc["q2", "fair_share_gpu_after"] == 3
+    assert frames["summary"].loc["gpu_utilisation", "before"] == 1.0
+    path = tmp_path / "modified.yaml"
+    diff.save(path)
+    assert load_snapshot(path).queue_map()["q2"].gpu.quota == 3
+    assert runner.run(WhatIf()).after is runner.base  # no overrides: the cached base is reused
