@@ -24,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -86,6 +87,16 @@ class _Resource:
     expire_epoch: int = 0  # bumped to send 410 to open watch streams
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients hanging up mid-response (watch stops, timeouts) are normal here, not errors to print."""
+
+    def handle_error(self, request, client_address) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
 def _key(obj: dict) -> str:
     meta = obj.get("metadata", {})
     return f"{meta.get('namespace') or ''}/{meta['name']}"
@@ -101,7 +112,7 @@ class FakeKubeServer:
         self.requests: list[tuple[str, str, dict]] = []
         self.bookmark_interval_s = bookmark_interval_s
         self._stopping = False
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: Optional[threading.Thread] = None
 
@@ -257,6 +268,11 @@ class FakeKubeServer:
 
             def log_message(self, *args):  # quiet
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                # as Go's net/http does: no Nagle delay between headers and body
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def _record(self) -> tuple[str, dict]:
                 parts = urlsplit(self.path)

@@ -378,6 +378,7 @@ class _Group:
     kind: str = "PodGroup"
     conditions: list = field(default_factory=list)
     subgroup_names: set = field(default_factory=set)
+    invalid: Optional[str] = None  # set when the PodGroup itself was malformed: its pods are not scheduled
 
 
 def _preemptible(value: Any, fld: str) -> Optional[bool]:
@@ -619,6 +620,9 @@ def convert(raw: RawObjects, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME, ti
             g = convert_pod_group(obj, pcs, warn)
         except BadField as exc:
             warn.add("PodGroup", ns, name, exc.field, exc.message)
+            if name is not None:
+                g = _Group(job=Job(name=name, namespace=ns, queue=""), invalid=f"{exc.field}: {exc.message}")
+                groups[(ns or "default", name)] = g
             continue
         groups[(g.job.namespace or "default", g.job.name)] = g
 
@@ -709,6 +713,13 @@ def convert(raw: RawObjects, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME, ti
         if not tasks:
             continue
         kind, ns, name = group.kind, job.namespace, job.name
+        if group.invalid:
+            n_ext = _tasks_to_external(tasks, nodes)
+            external_pods += n_ext
+            if n_ext:
+                warn.add(kind, ns, name, None, f"PodGroup is malformed: {n_ext} active pod(s) counted as external "
+                         "load on their nodes")
+            continue
         problem = None
         if job.queue not in queue_names:
             problem = f"queue {job.queue!r} does not exist (KAI: QueueDoesNotExist)"

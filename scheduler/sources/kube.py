@@ -202,6 +202,7 @@ class _Watcher:
                             timeout_seconds=timeout, _preload_content=False,
                             _request_timeout=(src.connect_timeout_s, timeout + src.read_slack_s))
         self._response = resp
+        finished = False
         try:
             if src._stop.is_set():
                 return
@@ -214,9 +215,13 @@ class _Watcher:
                 if not line.strip():
                     continue
                 self._apply(json.loads(line))
+            finished = True
         finally:
             self._response = None
-            resp.release_conn()
+            if finished:
+                resp.release_conn()
+            else:  # cut short (stop, error, 410): never hand a half-read connection back to the pool
+                resp.close()
 
     def _apply(self, event: dict) -> None:
         etype = event.get("type")

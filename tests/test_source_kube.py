@@ -1,0 +1,251 @@
+"""The live kube source against a local HTTP server that speaks the Kubernetes API (no real cluster in CI).
+
+Covers: kubeconfig context selection, list then watch, ADDED/MODIFIED/DELETED, 410 Gone mid-watch → relist,
+a 403 on one resource type reported by name while the rest works, 500s and timeouts with backoff, dropped
+streams, CRDs not installed, malformed objects as warnings, thread-safe snapshots, and read-only by construction.
+"""
+
+import threading
+import time
+
+import pytest
+
+from kai_objects import node, pod, queue, small_cluster
+from kube_fake_server import RESOURCES, FakeKubeServer
+from scheduler.errors import SourceError
+from scheduler.snapshot_io import validate
+from scheduler.sources.kube import KubeSource
+
+FAST = dict(watch_timeout_s=2, backoff_initial_s=0.05, backoff_max_s=0.2, connect_timeout_s=2,
+            request_timeout_s=5, read_slack_s=2, page_size=3)
+
+
+def wait_for(condition, timeout=10.0, message="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {message}")
+
+
+@pytest.fixture
+def server():
+    with FakeKubeServer(bookmark_interval_s=0.3) as srv:
+        srv.load(small_cluster())
+        yield srv
+
+
+@pytest.fixture
+def kubeconfig(server, tmp_path):
+    return str(server.write_kubeconfig(tmp_path / "kubeconfig", context="fake"))
+
+
+@pytest.fixture
+def source(kubeconfig):
+    src = KubeSource.from_kubeconfig(kubeconfig, context="fake", **FAST)
+    yield src
+    src.stop()
+
+
+def _task_names(src):
+    return sorted(t.name for _, t in src.snapshot().iter_tasks())
+
+
+def test_context_selects_the_cluster_and_snapshot_matches_objects(source):
+    # the kubeconfig's current-context points at a dead port: only the named context reaches the server
+    source.start()
+    assert source.wait_until_synced(10)
+    assert source.status().healthy
+    snap = source.snapshot()
+    validate(snap)
+    assert sorted(n.name for n in snap.nodes) == ["cpu-0", "h100-0", "h100-1", "l4-0"]
+    assert {j.key for j in snap.jobs} == {"llm/pg-pretrain-1a2b", "vision/pg-sweep-3c4d", "serving/pg-chat-5e6f",
+                                          "research-nb/notebook-0"}
+    assert snap.node_map()["h100-1"].external.gpus == 2
+    assert source.status().resources["pods"].items == 9  # listed in pages of 3
+
+
+def test_unknown_context_is_a_clear_error(kubeconfig):
+    with pytest.raises(SourceError, match="context 'nope'"):
+        KubeSource.from_kubeconfig(kubeconfig, context="nope")
+
+
+def test_watch_events_update_the_snapshot(server, source):
+    source.start()
+    assert source.wait_until_synced(10)
+    server.add("pods", pod("late-0", "vision", gpu=1, queue="vision"))
+    wait_for(lambda: "vision/late-0" in _task_names(source), message="ADDED pod")
+    server.modify("pods", pod("late-0", "vision", gpu=1, queue="vision", node="h100-0"))
+    wait_for(lambda: source.snapshot().job_map()["vision/late-0"].tasks[0].status == "running", message="MODIFIED")
+    server.delete("pods", "vision", "late-0")
+    wait_for(lambda: "vision/late-0" not in _task_names(source), message="DELETED pod")
+    server.add("nodes", node("h100-2"))
+    wait_for(lambda: "h100-2" in source.snapshot().node_map(), message="ADDED node")
+    assert source.status().resources["pods"].relists == 0
+
+
+def test_410_mid_watch_relists_and_keeps_watching(server, source):
+    source.start()
+    assert source.wait_until_synced(10)
+    lists_before = server.count("pods", watch=False)
+    server.expire("pods")
+    wait_for(lambda: source.status().resources["pods"].relists >= 1, message="relist after 410")
+    assert server.count("pods", watch=False) > lists_before
+    server.add("pods", pod("after-0", "vision", gpu=1, queue="vision"))
+    wait_for(lambda: "vision/after-0" in _task_names(source), message="event after relist")
+    assert source.status().resources["pods"].state == "ok"
+
+
+def test_forbidden_resource_is_reported_by_name_and_the_rest_keeps_working(server, source):
+    server.fail("podgroups", 403)
+    source.start()
+    assert source.wait_until_synced(10)
+    st = source.status().resources
+    assert st["podgroups"].state == "forbidden"
+    assert st["podgroups"].error.startswith("forbidden: cannot list podgroups.scheduling.run.ai: ")
+    assert all(st[r].state == "ok" for r in ("nodes", "pods", "queues", "priorityclasses", "bindrequests"))
+    snap = source.snapshot()
+    assert len(snap.nodes) == 4 and "vision/pg-sweep-3c4d" in snap.job_map()  # grouped by annotation
+    assert any(w.kind == "podgroups.scheduling.run.ai" and "forbidden" in w.message for w in source.warnings)
+    # permissions granted later: the retry (with backoff) picks the resource up
+    server.clear_faults("podgroups")
+    wait_for(lambda: source.status().resources["podgroups"].state == "ok", message="podgroups after RBAC fix")
+    assert source.snapshot().job_map()["llm/pg-pretrain-1a2b"].last_start_time is not None
+
+
+def test_server_errors_back_off_then_recover(server, source):
+    server.fail("queues", 500, on="list", times=3)
+    source.start()
+    wait_for(lambda: source.status().resources["queues"].state == "ok", message="queues after 500s")
+    st = source.status().resources["queues"]
+    # 3 failed lists, then one good list of 4 queues in pages of 3 (2 requests)
+    assert st.reconnects == 3 and server.count("queues", watch=False) == 3 + 2
+
+
+def test_error_state_before_first_list_and_stale_after(server, source):
+    server.fail("queues", 500, on="list")
+    source.start()
+    wait_for(lambda: source.status().resources["queues"].state == "error", message="error state")
+    assert "cannot list queues.scheduling.run.ai: HTTP 500" in source.status().resources["queues"].error
+    server.clear_faults("queues")
+    wait_for(lambda: source.status().resources["queues"].state == "ok", message="recovered")
+    # now break watches only: the cached queues stay (stale) until the watch comes back
+    server.fail("queues", 500, on="watch")
+    server.drop_watches("queues")
+    wait_for(lambda: source.status().resources["queues"].state == "stale", message="stale state")
+    assert len(source.snapshot().queues) == 4
+    server.clear_faults("queues")
+    wait_for(lambda: source.status().resources["queues"].state == "ok", message="watch back")
+
+
+def test_dropped_watch_stream_reconnects_from_last_version(server, source):
+    source.start()
+    assert source.wait_until_synced(10)
+    watches_before = server.count("nodes", watch=True)
+    server.drop_watches("nodes")
+    wait_for(lambda: server.count("nodes", watch=True) > watches_before, message="re-watch")
+    server.add("nodes", node("h100-9"))
+    wait_for(lambda: "h100-9" in source.snapshot().node_map(), message="event after reconnect")
+    assert source.status().resources["nodes"].relists == 0  # resumed from its resourceVersion, no relist
+
+
+def test_slow_server_times_out_then_recovers(server, kubeconfig):
+    server.delay("priorityclasses", 1.5)
+    src = KubeSource.from_kubeconfig(kubeconfig, context="fake", **{**FAST, "request_timeout_s": 0.3})
+    try:
+        src.start()
+        wait_for(lambda: src.status().resources["priorityclasses"].state == "error", message="timeout error")
+        server.clear_faults("priorityclasses")
+        wait_for(lambda: src.status().resources["priorityclasses"].state == "ok", message="recovered", timeout=15)
+    finally:
+        src.stop()
+
+
+def test_crd_not_installed_is_absent(server, source):
+    server.unserve("bindrequests")
+    source.start()
+    assert source.wait_until_synced(10)
+    st = source.status().resources["bindrequests"]
+    assert st.state == "absent" and "bindrequests.scheduling.run.ai" in st.error
+    assert len(source.snapshot().jobs) == 4
+
+
+def test_malformed_object_arriving_by_watch_is_a_warning(server, source):
+    source.start()
+    assert source.wait_until_synced(10)
+    server.add("queues", queue("broken", gpu={"quota": "ten"}))
+    server.add("pods", pod("banana-0", "vision", queue="vision", annotations={"gpu-fraction": "banana"}))
+    wait_for(lambda: any(w.name == "banana-0" for w in source.warnings), message="pod warning")
+    warnings = {(w.kind, w.name): w for w in source.warnings}
+    assert warnings[("Queue", "broken")].field == "spec.resources.gpu.quota"
+    assert warnings[("Pod", "banana-0")].namespace == "vision"
+    validate(source.snapshot())
+
+
+def test_snapshots_are_thread_safe_while_events_stream(server, source):
+    source.start()
+    assert source.wait_until_synced(10)
+    errors = []
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            try:
+                validate(source.snapshot())
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+    readers = [threading.Thread(target=reader) for _ in range(3)]
+    for t in readers:
+        t.start()
+    for i in range(30):
+        server.add("pods", pod(f"burst-{i}", "vision", gpu=1, queue="vision"))
+    wait_for(lambda: len([n for n in _task_names(source) if "burst-" in n]) == 30, message="all burst pods")
+    stop.set()
+    for t in readers:
+        t.join()
+    assert errors == []
+
+
+def test_only_get_requests_reach_the_server(server, source):
+    """Record every HTTP request of a full run (list, watch, relist, errors, stop): all GETs on known paths."""
+    server.fail("podgroups", 403, times=1)
+    source.start()
+    assert source.wait_until_synced(10)
+    server.add("pods", pod("rw-0", "vision", gpu=1, queue="vision"))
+    server.expire("nodes")
+    wait_for(lambda: source.status().resources["nodes"].relists >= 1 and "vision/rw-0" in _task_names(source))
+    source.snapshot()
+    source.stop()
+    source.capture()
+    assert server.requests and server.methods() == {"GET"}
+    assert {p for _, p, _ in server.requests} <= {path for path, *_ in RESOURCES.values()}
+
+
+def test_client_refuses_writes_before_they_leave(server, source):
+    before = len(server.requests)
+    with pytest.raises(SourceError, match="read-only"):
+        source.api_client.call_api("DELETE", server.url + "/api/v1/namespaces/x/pods/y")
+    assert len(server.requests) == before
+
+
+def test_capture_lists_once_without_threads(server, source):
+    conv = source.capture()
+    assert len(conv.snapshot.nodes) == 4 and len(conv.snapshot.jobs) == 4
+    assert server.count("pods", watch=True) == 0
+    assert threading.active_count() >= 1 and all(r.state == "ok" for r in source.status().resources.values())
+
+
+def test_capture_fails_clearly_when_nodes_are_forbidden(server, source):
+    server.fail("nodes", 403)
+    with pytest.raises(SourceError, match="forbidden: cannot list nodes"):
+        source.capture()
+
+
+def test_stop_ends_every_watcher(server, source):
+    source.start()
+    assert source.wait_until_synced(10)
+    source.stop()
+    assert {r.state for r in source.status().resources.values()} == {"stopped"}
