@@ -15,10 +15,10 @@ with the whole-GPU value.
 
 Simulated values per GPU (documented so tests can derive them by hand):
 memory used = sum of the holders' ``usage.gpu_memory_mib`` (per device), capped at total - reserved;
-reserved = ``round(total * RESERVED_FRACTION)``; free = total - used - reserved; utilisation =
+reserved = min(total, :data:`RESERVED_MIB`); free = total - used - reserved; utilisation =
 min(1, sum of the holders' ``usage.gpu_util``); graphics-engine activity = utilisation; DRAM activity =
 utilisation / 2; power = idle + utilisation * (max - idle) watts for the model (:data:`POWER_RANGE_W`);
-temperature = 30 + 45 * utilisation degrees C (rounded); XID = 0. ``overrides`` replace any of these per GPU.
+temperature = 30 + 40 * utilisation degrees C; XID = 0. ``overrides`` replace any of these per GPU.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from .allocation import (
     slices,
 )
 
-RESERVED_FRACTION = 0.0065
-"""Share of a GPU's memory the driver reserves (FB_RESERVED) in the simulation."""
+RESERVED_MIB = 512.0
+"""GPU memory the driver reserves (FB_RESERVED) in the simulation, per GPU."""
 
 POWER_RANGE_W = {"H100": (70.0, 700.0), "H200": (70.0, 700.0), "A100": (50.0, 400.0), "L4": (16.0, 72.0),
                  "L40": (35.0, 300.0), "V100": (40.0, 300.0), "T4": (10.0, 70.0)}
@@ -97,7 +97,7 @@ def simulate_gpus(snapshot: Snapshot, overrides: Optional[dict[GpuKey, dict[str,
     for node in snapshot.nodes:
         idle_w, max_w = _power_range(node.gpu_model)
         total = float(node.gpu_memory_mib)
-        reserved = float(round(total * RESERVED_FRACTION))
+        reserved = min(total, RESERVED_MIB)
         for index in range(node.gpus):
             rows = holders.get((node.name, index), [])
             pods = []
@@ -113,7 +113,7 @@ def simulate_gpus(snapshot: Snapshot, overrides: Optional[dict[GpuKey, dict[str,
             values = {
                 V.FB_USED: used, V.FB_RESERVED: reserved, V.FB_FREE: total - used - reserved, V.FB_TOTAL: total,
                 V.GPU_UTIL: util, V.GR_ENGINE_ACTIVE: util, V.DRAM_ACTIVE: util / 2,
-                V.POWER: idle_w + util * (max_w - idle_w), V.TEMP: float(round(30 + 45 * util)), V.XID: 0.0,
+                V.POWER: idle_w + util * (max_w - idle_w), V.TEMP: 30 + 40 * util, V.XID: 0.0,
             }
             values.update(overrides.get((node.name, index), {}))
             credited = None

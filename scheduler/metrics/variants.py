@@ -231,7 +231,8 @@ def detect_variant(metric_names: Iterable[str], label_names: Iterable[str]) -> D
             best, best_hits = profile, hits
     labels = {}
     for canonical, aliases in LABEL_ALIASES.items():
-        labels[canonical] = next((a for a in aliases if a in present), None)
+        # a label with a single name (gpu, modelName, GPU_I_ID) keeps it even when no series has it yet
+        labels[canonical] = next((a for a in aliases if a in present), aliases[0] if len(aliases) == 1 else None)
     return DetectedVariant(profile=best, labels=labels)
 
 
