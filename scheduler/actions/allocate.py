@@ -1,0 +1,167 @@
+"""KAI's allocate action (``pkg/scheduler/actions/allocate/allocate.go``, ``actions/common/allocate.go``;
+kai-semantics §c.2).
+
+For every job in queue/job order: take the tasks the job should place next (its gang chunk, or one more
+task once every gang is satisfied), check the queue's limit and non-preemptible quota, then place each task
+on the first node of the session's node order. Any task that fits nowhere rolls the whole chunk back
+(all-or-nothing). If part of a gang could only be pipelined, the whole job is pipelined. A job with more
+tasks to place is pushed back and competes again (elastic growth, one task per pop).
+
+Jobs left pending get a reason: ``OverLimit`` / ``NonPreemptibleOverQuota`` with KAI's message, or
+``PodSchedulingErrors`` with the per-node fit summary.
+
+Faithful shortcut: once a chunk of a given shape (and, for gpu-memory requests, queue) has fit nowhere,
+later chunks of the same shape are answered from a cache until something frees resources (``free_epoch``).
+Allocate only consumes resources, so the answer cannot change; KAI computes it again.
+"""
+
+from __future__ import annotations
+
+from ..decisions import NOT_ENOUGH_RESOURCES, POD_SCHEDULING_ERRORS
+from ..ordering import JobsOrderByQueues
+from ..session import KIND_MEMORY, Session, Statement
+from . import register_action
+
+QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
+QUEUE_NOT_LEAF = "QueueNotLeaf"
+NOT_READY = "NotReadyForScheduling"
+
+
+def candidate_jobs(session: Session) -> list[int]:
+    """Jobs with pending tasks that may be scheduled (KAI ``input_jobs.go`` filters); every job filtered
+    out gets its reason recorded on the session."""
+    out = []
+    qs = session.queues
+    for info in session.jobs:
+        j = info.index
+        if not session.has_pending(j):
+            continue
+        if info.queue < 0 or _orphan(session, info.queue):
+            session.set_reason(j, QUEUE_DOES_NOT_EXIST,
+                               f"queue {info.job.queue!r} does not exist (or one of its ancestors is missing)",
+                               {"queue": info.job.queue})
+            continue
+        if not qs.is_leaf[info.queue]:
+            session.set_reason(j, QUEUE_NOT_LEAF,
+                               f"queue {info.job.queue!r} has child queues; jobs are only scheduled from leaf queues",
+                               {"queue": info.job.queue})
+            continue
+        ready, ps, alive = session.is_ready(j)
+        if not ready:
+            where = "" if ps.name == "default" else f" in sub-group {ps.name}"
+            session.set_reason(j, NOT_READY,
+                               f"{alive} alive pods{where} while {ps.min_available} are required for gang scheduling",
+                               {"podset": ps.name, "alive": alive, "min_available": ps.min_available})
+            continue
+        out.append(j)
+    return out
+
+
+def _orphan(session: Session, q: int) -> bool:
+    """KAI drops queues whose parent is missing, with their subtree."""
+    top = session.queues.chains[q][-1]
+    return session.snapshot.queues[top].parent is not None
+
+
+def allocate(session: Session) -> None:
+    """Run the allocate action on the session."""
+    order = JobsOrderByQueues(session, candidate_jobs(session))
+    failed: dict[tuple, tuple] = {}
+    failed_epoch = session.free_epoch
+    while True:
+        j = order.pop()
+        if j is None:
+            break
+        if session.free_epoch != failed_epoch:
+            failed.clear()
+            failed_epoch = session.free_epoch
+        if attempt_job(session, j, failed):
+            if session.tasks_to_allocate(j):
+                order.push(j)
+
+
+def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
+    """Try to place the job's next chunk; True when it was allocated or pipelined (committed)."""
+    tasks = session.tasks_to_allocate(j)
+    if not tasks:
+        return False
+    over = session.job_over_capacity(j, tasks)
+    if over is not None:
+        session.set_reason(j, *over)
+        return False
+    sig = _signature(session, j, tasks) if failed is not None else None
+    if sig is not None and sig in failed:
+        reason, failing_task, index, fit_message, details = failed[sig]
+        session.set_reason(j, reason, _failure_message(session, j, tasks[index], index, fit_message), details)
+        return False
+    info = session.jobs[j]
+    had_allocated = any(session.status[i] in ("running", "binding") for i in info.tasks)
+    stmt = Statement(session)
+    for index, i in enumerate(tasks):
+        fit = session.fit(i)
+        n = session.best_node(i, fit)
+        if n < 0 or not session.place(stmt, i, n, fit):
+            fit_message, details = session.fit_error(i, fit)
+            message = _failure_message(session, j, i, index, fit_message)
+            stmt.discard()
+            details = dict(details, task=session.task_names[i], placed_before_failure=index)
+            session.set_reason(j, POD_SCHEDULING_ERRORS, message, details)
+            if sig is not None:
+                failed[sig] = (POD_SCHEDULING_ERRORS, i, index, fit_message, details)
+            return False
+    pipelined = should_pipeline_job(session, j)
+    if pipelined:
+        stmt.convert_all_allocated_to_pipelined(j)
+    stmt.commit()
+    session.clear_reason(j)
+    if not pipelined and not had_allocated:
+        session.started_jobs.add(j)
+    return True
+
+
+def should_pipeline_job(session: Session, j: int) -> bool:
+    """KAI ``ShouldPipelineJob``: a gang with a pipelined task and fewer than min_available other active
+    tasks is pipelined whole (no partial bind)."""
+    st = session.status
+    for ps in session.podsets(j):
+        has_pipelined = any(st[i] == "pipelined" for i in ps.tasks)
+        others = sum(1 for i in ps.tasks if st[i] in ("running", "binding"))
+        if has_pipelined and others < ps.min_available:
+            return True
+    return False
+
+
+def _failure_message(session: Session, j: int, task: int, index: int, fit_message: str) -> str:
+    """KAI ``handleFailedTaskAllocation`` wording."""
+    info = session.jobs[j]
+    sets = session.podsets(j)
+    name = session.task_names[task]
+    ns = f"{info.job.namespace}/" if info.job.namespace else ""
+    gang = any(ps.min_available > 1 for ps in sets)
+    ps = next(p for p in sets if task in p.tasks)
+    active_used = sum(1 for i in ps.tasks if session.status[i] in ("running", "binding", "pipelined", "releasing"))
+    if not gang or active_used >= ps.min_available:
+        return f"Resources were not found for pod {ns}{name} due to: {fit_message}"
+    if len(sets) == 1 and ps.name == "default":
+        return (f"Resources were found for {index} pods while {ps.min_available} are required for gang scheduling. "
+                f"Additional pods cannot be scheduled due to: {fit_message}")
+    return (f"Resources were found for {index} pods from all sub-groups while sub-group {ps.name} requires "
+            f"{ps.min_available} pods for gang scheduling. Additional pods cannot be scheduled in this sub-group "
+            f"due to: {fit_message}")
+
+
+def _signature(session: Session, j: int, tasks: list[int]):
+    """Shape of a chunk: equal shapes fit (or not) on the same nodes. gpu-memory requests also depend on
+    the queue (per-node quota check), so the queue and preemptibility join the key."""
+    shape = tuple((session.kind_list[i], float(session.gpu[i]), float(session.gmem[i]) if session.kind_list[i] == KIND_MEMORY else 0.0,
+                   int(session.dev[i]), float(session.cpu[i]), float(session.mem[i]), session.nominated.get(i, -1))
+                  for i in tasks)
+    if any(session.kind_list[i] == KIND_MEMORY for i in tasks):
+        info = session.jobs[j]
+        return (info.queue, info.preemptible, shape)
+    return shape
+
+
+register_action("allocate", allocate)
+
+__all__ = ["allocate", "attempt_job", "candidate_jobs", "should_pipeline_job", "NOT_ENOUGH_RESOURCES"]

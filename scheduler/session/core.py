@@ -1,0 +1,827 @@
+"""One scheduling session over a snapshot (KAI ``framework.Session``, paraphrased).
+
+The session owns the mutable state of one cycle: task placements, node resources (:class:`NodeState`),
+queue accounting (:class:`QueueState`). Actions never touch that state directly: they ask the session for
+the tasks a job should place next, whether the job fits its queue's capacity, the ordered fitting nodes
+for a task, and place / evict tasks through a :class:`~scheduler.session.statement.Statement`, which can be
+rolled back to a checkpoint.
+
+The input snapshot is never mutated: per-task state lives in the session's own lists and arrays.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+import numpy as np
+
+from .. import placement
+from ..decisions import Eviction
+from ..errors import EngineError
+from ..model import RESOURCES, UNLIMITED, Job, Snapshot, Task
+from ..placement import gpu_order, scores
+from .nodes import (ANONYMOUS, CPU, GPU, MEM, PODS, SLOT_ACTIVE, SLOT_FREE, SLOT_RELEASING, NodeState)
+from .queues import R_CPU, R_GPU, R_MEM, QueueState
+
+KIND_NONE, KIND_WHOLE, KIND_FRACTION, KIND_MEMORY = 0, 1, 2, 3
+"""GPU request kinds: CPU-only, whole GPUs, a fraction (``gpu`` < 1), a gpu-memory request."""
+
+OCCUPIES_NODE = frozenset({"running", "binding", "pipelined", "releasing"})
+"""KAI ``ActiveUsed``: statuses that hold node resources."""
+
+COUNTS_IN_QUEUE = frozenset({"running", "binding", "pipelined"})
+"""Statuses counted in a queue's Allocated inside a session (Allocate and Pipeline both add, §c.2b)."""
+
+ACTIVE_ALLOCATED = frozenset({"running", "binding", "pipelined"})
+"""KAI ``ActiveAllocated``: what counts toward a gang's min_available."""
+
+ALIVE = frozenset({"pending", "running", "binding", "pipelined"})
+"""KAI ``Alive`` (no gated pods in our format)."""
+
+DEFAULT_PODSET = "default"
+
+
+@dataclass
+class PodSet:
+    """A gang inside a job: tasks that must reach ``min_available`` together (KAI ``PodSet``)."""
+
+    name: str
+    min_available: int
+    tasks: list[int] = field(default_factory=list)
+
+
+@dataclass
+class JobInfo:
+    """Session view of a job (pod group)."""
+
+    index: int
+    job: Job
+    key: str
+    queue: int  # queue index, -1 when the queue does not exist
+    priority: int
+    preemptible: bool
+    creation: float
+    tasks: list[int]
+    podsets: list[PodSet]
+
+
+@dataclass
+class NodeFit:
+    """Vectorised fit of one task over every node."""
+
+    fits: np.ndarray        # bool[N]: fits on idle + releasing resources and passes the per-node quota check
+    idle_fit: np.ndarray    # bool[N]: KAI IsTaskAllocatable (fits on idle resources)
+    shared_fit: Optional[np.ndarray] = None   # bool[N, G]: existing shared GPUs the request fits on
+    task_mem: Optional[np.ndarray] = None     # MiB per device on each node (shared requests)
+    failures: dict[str, np.ndarray] = field(default_factory=dict)  # reason -> bool[N] (first failure)
+
+
+@dataclass
+class _TaskState:
+    status: str
+    node: int
+    groups: list
+    indices: list
+    accepted: float
+    shadow: Optional[tuple]
+    evict_prior: Optional[str]
+
+
+class Session:
+    """Mutable state of one scheduling cycle over a snapshot, with the queries actions need."""
+
+    def __init__(self, snapshot: Snapshot, shares: Mapping[str, Mapping[str, object]]):
+        self.snapshot = snapshot
+        self.config = snapshot.config
+        self.nodes = NodeState(snapshot)
+        ns = self.nodes
+        ready = ns.ready
+        total = np.array([
+            float((ns.allocatable[ready, GPU] - ns.used[ready, GPU]).sum()) if ready.any() else 0.0,
+            float((ns.allocatable[ready, CPU] - ns.used[ready, CPU]).sum()) if ready.any() else 0.0,
+            float((ns.allocatable[ready, MEM] - ns.used[ready, MEM]).sum()) if ready.any() else 0.0])
+        self.queues = QueueState(snapshot, shares, total)
+        gpu_mems = ns.gpu_mem[(ns.gpus > 0) & (ns.gpu_mem > 0)]
+        self.min_gpu_mem: Optional[float] = float(gpu_mems.min()) if gpu_mems.size else None
+        self.max_gpu_mem: Optional[float] = float(gpu_mems.max()) if gpu_mems.size else None
+        self.gpu_strategy = placement.get_strategy(self.config.placement.gpu)
+        self.cpu_strategy = placement.get_strategy(self.config.placement.cpu)
+        self.evictions: list[Eviction] = []
+        self.job_reasons: dict[int, tuple[str, str, dict]] = {}  # why a job (still) waits, per job index
+        self.started_jobs: set[int] = set()  # jobs that went from 0 to allocated tasks (LastStartTimestamp)
+        self.skipped_actions: list[str] = []
+        # Bumped whenever resources are freed in-session (evict, un-pipeline). A cache of "this request
+        # fits nowhere" is valid while free_epoch is unchanged, provided entries are recorded outside an
+        # open statement (a rollback returns exactly to its checkpoint, so it frees nothing older).
+        self.free_epoch = 0
+        self._build_tasks(snapshot)
+
+    # ================================================================== build
+
+    def _build_tasks(self, snapshot: Snapshot) -> None:
+        ns = self.nodes
+        jobs = snapshot.jobs
+        tasks: list[Task] = [t for job in jobs for t in job.tasks]
+        self.task_objs = tasks
+        T = len(tasks)
+        self.task_names = [t.name for t in tasks]
+        self.task_index = {name: i for i, name in enumerate(self.task_names)}
+        counts = [len(job.tasks) for job in jobs]
+        self.task_job = np.repeat(np.arange(len(jobs)), counts).tolist()
+        nget = ns.index.get
+        status = [t.status for t in tasks]
+        node = [nget(t.node, -1) for t in tasks]
+        self.gpu = np.fromiter((t.gpu for t in tasks), float, T)
+        gmem = [t.gpu_memory_mib for t in tasks]
+        self.gmem = np.array([np.nan if m is None else m for m in gmem], dtype=float)
+        self.dev = np.fromiter((t.gpu_devices for t in tasks), np.int64, T)
+        self.cpu = np.fromiter((t.cpu_millis for t in tasks), float, T)
+        self.mem = np.fromiter((t.memory_bytes for t in tasks), float, T)
+        has_mem = ~np.isnan(self.gmem)
+        kind = np.zeros(T, dtype=np.int8)
+        kind[self.gpu >= 1] = KIND_WHOLE
+        kind[(self.gpu > 0) & (self.gpu < 1)] = KIND_FRACTION
+        kind[has_mem] = KIND_MEMORY
+        self.kind = kind
+        self.kind_list = kind.tolist()
+        self.groups: list[list] = [t.gpu_groups for t in tasks]
+        self.indices: list[list] = [t.gpu_indices for t in tasks]
+        self.shadow: dict[int, tuple] = {}
+        self.evict_prior: dict[int, str] = {}
+        self.nominated: dict[int, int] = {}
+        # Pipelined pods of an earlier cycle are Pending pods with a nominated node in KAI (§c.2).
+        for i, s in enumerate(status):
+            if s == "pipelined":
+                if node[i] >= 0:
+                    self.nominated[i] = node[i]
+                status[i] = "pending"
+                node[i] = -1
+                self.groups[i] = []
+                self.indices[i] = []
+            elif s not in OCCUPIES_NODE:
+                node[i] = -1
+        self.status = status
+        self.node = node
+        self.group_ids: set[str] = set()
+        node_arr = np.array(node, dtype=np.int64)
+        st_arr = np.array(status, dtype=object)
+        on_node = node_arr >= 0
+        releasing = on_node & (st_arr == "releasing")
+        # Non-shared resource vector of every task: (whole GPUs, cpu, memory, 1 pod).
+        whole_gpu = np.where(kind == KIND_WHOLE, self.gpu, 0.0)
+        N = ns.n
+        idx = node_arr[on_node]
+        for col, vals in ((GPU, whole_gpu), (CPU, self.cpu), (MEM, self.mem), (PODS, np.ones(T))):
+            add = np.bincount(idx, weights=vals[on_node], minlength=N)
+            ns.used[:, col] += add
+            ns.idle[:, col] -= add
+            ns.rel[:, col] += np.bincount(node_arr[releasing], weights=vals[releasing], minlength=N)
+        # Accepted GPUs per placed task (queue accounting).
+        accepted = np.zeros(T)
+        accepted[kind == KIND_WHOLE] = self.gpu[kind == KIND_WHOLE]
+        frac = kind == KIND_FRACTION
+        accepted[frac] = self.gpu[frac] * self.dev[frac]
+        memk = np.nonzero((kind == KIND_MEMORY) & on_node)[0]
+        if memk.size:
+            nm = ns.gpu_mem[node_arr[memk]]
+            accepted[memk] = self.dev[memk] * _mem_to_fraction(self.gmem[memk], nm)
+        self.accepted = accepted.tolist()
+        for gs in self.groups:  # every group id in the snapshot stays reserved
+            if gs:
+                self.group_ids.update(gs)
+        self._build_whole_slots(node_arr, on_node, releasing)
+        self._build_shared(node_arr, on_node, releasing)
+        self._build_jobs(snapshot)
+
+    def _build_whole_slots(self, node_arr, on_node, releasing) -> None:
+        ns = self.nodes
+        whole = on_node & (self.kind == KIND_WHOLE)
+        anon_active = np.zeros(ns.n)
+        anon_rel = np.zeros(ns.n)
+        for i in np.nonzero(whole)[0].tolist():
+            n = self.node[i]
+            idxs = self.indices[i]
+            state = SLOT_RELEASING if self.status[i] == "releasing" else SLOT_ACTIVE
+            if idxs:
+                for s in idxs:
+                    ns.slot_whole[n, s] = state
+                    ns.slot_owner[n, s] = i
+            elif state == SLOT_RELEASING:
+                anon_rel[n] += self.gpu[i]
+            else:
+                anon_active[n] += self.gpu[i]
+        for need, state in ((anon_active, SLOT_ACTIVE), (anon_rel, SLOT_RELEASING)):
+            if not need.any():
+                continue
+            free = ns.slot_exists & (ns.slot_whole == SLOT_FREE)
+            rank = np.cumsum(free, axis=1)
+            take = free & (rank <= need[:, None])
+            ns.slot_whole[take] = state
+            ns.slot_owner[take] = ANONYMOUS
+
+    def _build_shared(self, node_arr, on_node, releasing) -> None:
+        ns = self.nodes
+        shared_idx = np.nonzero(on_node & (self.kind >= KIND_FRACTION))[0].tolist()
+        if not shared_idx:
+            return
+        rows, slots, mems, rel_flags = [], [], [], []
+        for i in shared_idx:
+            n = self.node[i]
+            groups = list(self.groups[i])
+            idxs = list(self.indices[i])
+            d = int(self.dev[i])
+            task_mem = self._task_mem(i, n)
+            out_idx = []
+            for k in range(d):
+                group = groups[k] if k < len(groups) else None
+                slot = idxs[k] if k < len(idxs) else None
+                if group is not None and group in ns.group_slot[n]:
+                    slot = ns.group_slot[n][group]
+                if slot is None:
+                    slot = self._free_group_slot(n, exclude=out_idx)
+                if group is None:
+                    group = ns.slot_group[n].get(slot) or self._new_group_id(n, slot)
+                ns.bind_group(n, slot, group)
+                self.group_ids.add(group)
+                if k >= len(groups):
+                    groups.append(group)
+                out_idx.append(slot)
+                rows.append(n)
+                slots.append(slot)
+                mems.append(task_mem)
+                rel_flags.append(self.status[i] == "releasing")
+            self.groups[i] = groups
+            self.indices[i] = out_idx
+        rows_a, slots_a, mems_a = np.array(rows), np.array(slots), np.array(mems, dtype=float)
+        rel_a = np.array(rel_flags, dtype=bool)
+        np.add.at(ns.sh_used, (rows_a, slots_a), mems_a)
+        np.add.at(ns.sh_alloc, (rows_a, slots_a), mems_a)
+        np.add.at(ns.sh_rel, (rows_a[rel_a], slots_a[rel_a]), mems_a[rel_a])
+        ns.sh_present = ns.sh_used > 0
+        ns.sh_marked = (ns.sh_used > 0) & (ns.sh_rel == ns.sh_used)
+        ns.idle[:, GPU] -= (ns.sh_used > 0).sum(axis=1)
+        ns.rel[:, GPU] += ns.sh_marked.sum(axis=1)
+
+    def _free_group_slot(self, n: int, exclude=()) -> int:
+        ns = self.nodes
+        for s in range(int(ns.gpus[n])):
+            if s in exclude or s in ns.slot_group[n]:
+                continue
+            if ns.slot_whole[n, s] == SLOT_FREE:
+                return s
+        for s in range(int(ns.gpus[n])):
+            if s not in exclude and s not in ns.slot_group[n]:
+                return s
+        raise EngineError(f"nodes[{ns.names[n]}]: more shared GPU groups than GPUs on the node")
+
+    def _new_group_id(self, n: int, slot: int) -> str:
+        """Deterministic id for a newly opened shared GPU: ``<node>-gpu<index>-<k>``, smallest unused k."""
+        base = f"{self.nodes.names[n]}-gpu{slot}-"
+        k = 0
+        while f"{base}{k}" in self.group_ids:
+            k += 1
+        gid = f"{base}{k}"
+        self.group_ids.add(gid)
+        return gid
+
+    def _build_jobs(self, snapshot: Snapshot) -> None:
+        qidx = self.queues.index
+        self.jobs: list[JobInfo] = []
+        self.job_index: dict[str, int] = {}
+        start = 0
+        for j, job in enumerate(snapshot.jobs):
+            n = len(job.tasks)
+            tids = list(range(start, start + n))
+            start += n
+            info = JobInfo(index=j, job=job, key=job.key, queue=qidx.get(job.queue, -1), priority=job.priority,
+                           preemptible=job.is_preemptible, creation=job.creation_time, tasks=tids, podsets=[])
+            self.jobs.append(info)
+            self.job_index[info.key] = j
+        self._podsets_built: set[int] = set()
+
+    def podsets(self, j: int) -> list[PodSet]:
+        """The job's gangs: one per declared subgroup (declaration order), plus ``default`` for tasks
+        without a subgroup. Without subgroups ``default`` has the job's ``min_available``; with subgroups
+        it is elastic (min 0)."""
+        info = self.jobs[j]
+        if j in self._podsets_built:
+            return info.podsets
+        job = info.job
+        if job.subgroups:
+            sets = {sg.name: PodSet(sg.name, sg.min_available) for sg in job.subgroups}
+            default = PodSet(DEFAULT_PODSET, 0)
+        else:
+            sets = {}
+            default = PodSet(DEFAULT_PODSET, job.min_available)
+        for i in info.tasks:
+            sg = self.task_objs[i].subgroup
+            (sets.get(sg) if sg is not None and sg in sets else default).tasks.append(i)
+        order = list(sets.values())
+        if default.tasks or not order:
+            order.append(default)
+        tkey = self._task_order_key
+        for ps in order:
+            ps.tasks.sort(key=tkey)
+        info.podsets = order
+        self._podsets_built.add(j)
+        return order
+
+    def _task_order_key(self, i: int):
+        t = self.task_objs[i]
+        ct = t.creation_time if t.creation_time is not None else self.jobs[self.task_job[i]].creation
+        return (ct, t.name)
+
+    # ================================================================== task facts
+
+    def is_gpu_task(self, i: int) -> bool:
+        return self.kind_list[i] != KIND_NONE
+
+    def is_shared(self, i: int) -> bool:
+        return self.kind_list[i] >= KIND_FRACTION
+
+    def _task_mem(self, i: int, n: int) -> float:
+        """MiB per device a shared-GPU task takes on node ``n``."""
+        if self.kind_list[i] == KIND_MEMORY:
+            return float(self.gmem[i])
+        return math.floor(float(self.gpu[i]) * float(self.nodes.gpu_mem[n]) + 1e-9)
+
+    def accepted_gpus_on(self, i: int, n: int) -> float:
+        """GPUs the task accounts for once placed on node ``n`` (KAI ``setAcceptedResources``)."""
+        k = self.kind_list[i]
+        if k == KIND_NONE:
+            return 0.0
+        if k == KIND_WHOLE:
+            return float(self.gpu[i])
+        if k == KIND_FRACTION:
+            return float(self.gpu[i]) * int(self.dev[i])
+        return int(self.dev[i]) * float(_mem_to_fraction(np.array([self.gmem[i]]),
+                                                          np.array([self.nodes.gpu_mem[n]]))[0])
+
+    def request_gpus(self, i: int, gpu_mem_for_memory: Optional[float]) -> float:
+        """GPUs a pending task requests; a gpu-memory request is converted with the given GPU memory
+        (KAI uses the smallest node GPU memory for queue order, the largest for the capacity check)."""
+        k = self.kind_list[i]
+        if k == KIND_MEMORY:
+            if gpu_mem_for_memory is None:
+                return 0.0
+            return int(self.dev[i]) * float(_mem_to_fraction(np.array([self.gmem[i]]),
+                                                              np.array([gpu_mem_for_memory]))[0])
+        if k == KIND_FRACTION:
+            return float(self.gpu[i]) * int(self.dev[i])
+        return float(self.gpu[i])
+
+    def task_vector(self, i: int) -> np.ndarray:
+        """Non-shared node resources of a task: (whole GPUs, cpu, memory, pods)."""
+        return np.array([float(self.gpu[i]) if self.kind_list[i] == KIND_WHOLE else 0.0,
+                         float(self.cpu[i]), float(self.mem[i]), 1.0])
+
+    def queue_amount(self, i: int) -> np.ndarray:
+        """What the task adds to its queue's Allocated: (accepted GPUs, cpu, memory)."""
+        return np.array([self.accepted[i], float(self.cpu[i]), float(self.mem[i])])
+
+    # ================================================================== state transitions
+
+    def _state(self, i: int) -> _TaskState:
+        return _TaskState(self.status[i], self.node[i], self.groups[i], self.indices[i], self.accepted[i],
+                          self.shadow.get(i), self.evict_prior.get(i))
+
+    def _account(self, i: int, sign: int) -> None:
+        """Add (+1) or remove (-1) the task's current placement from node and queue accounting."""
+        status, n = self.status[i], self.node[i]
+        job = self.jobs[self.task_job[i]]
+        if n >= 0 and status in OCCUPIES_NODE:
+            vec = self.task_vector(i)
+            shared = self._shared_parts(i, n, self.indices[i]) if self.is_shared(i) else None
+            whole = self._whole_slots(i, n, status) if self.kind_list[i] == KIND_WHOLE else None
+            if sign > 0:
+                if shared:
+                    for (s, _), g in zip(shared, self.groups[i]):
+                        self.nodes.bind_group(n, s, g)
+                self.nodes.add(n, vec, status, shared, whole, owner=i)
+            else:
+                self.nodes.remove(n, vec, status, shared, whole, owner=i)
+        if status in COUNTS_IN_QUEUE and job.queue >= 0:
+            self.queues.add(job.queue, self.queue_amount(i), not job.preemptible, float(sign))
+        sh = self.shadow.get(i)
+        if sh is not None:
+            sn, sgroups, sidx, _ = sh
+            vec = self.task_vector(i)
+            shared = self._shared_parts(i, sn, sidx) if self.is_shared(i) else None
+            whole = list(sidx) if self.kind_list[i] == KIND_WHOLE else None
+            if sign > 0:
+                if shared:
+                    for (s, _), g in zip(shared, sgroups):
+                        self.nodes.bind_group(sn, s, g)
+                self.nodes.add(sn, vec, "releasing", shared, whole, owner=i)
+            else:
+                self.nodes.remove(sn, vec, "releasing", shared, whole, owner=i)
+
+    def _shared_parts(self, i: int, n: int, indices: list) -> list[tuple[int, float]]:
+        m = self._task_mem(i, n)
+        return [(s, m) for s in indices]
+
+    def _whole_slots(self, i: int, n: int, status: str) -> list[int]:
+        """Device indices of a whole-GPU task; claims anonymous slots for tasks the snapshot gave none."""
+        if self.indices[i]:
+            return list(self.indices[i])
+        ns = self.nodes
+        want = SLOT_RELEASING if status == "releasing" else SLOT_ACTIVE
+        cand = np.nonzero((ns.slot_owner[n] == ANONYMOUS) & (ns.slot_whole[n] == want))[0][: int(self.gpu[i])]
+        self.indices[i] = cand.tolist()
+        return list(self.indices[i])
+
+    def _apply(self, i: int, new: _TaskState) -> None:
+        """Move task ``i`` to ``new`` state, keeping node and queue accounting consistent."""
+        self._account(i, -1)
+        self.status[i] = new.status
+        self.node[i] = new.node
+        self.groups[i] = new.groups
+        self.indices[i] = new.indices
+        self.accepted[i] = new.accepted
+        if new.shadow is None:
+            self.shadow.pop(i, None)
+        else:
+            self.shadow[i] = new.shadow
+        if new.evict_prior is None:
+            self.evict_prior.pop(i, None)
+        else:
+            self.evict_prior[i] = new.evict_prior
+        self._account(i, +1)
+
+    # ================================================================== jobs
+
+    def active_allocated(self, ps: PodSet) -> int:
+        st = self.status
+        return sum(1 for i in ps.tasks if st[i] in ACTIVE_ALLOCATED)
+
+    def pending_tasks(self, ps: PodSet) -> list[int]:
+        st = self.status
+        return [i for i in ps.tasks if st[i] == "pending"]
+
+    def has_pending(self, j: int) -> bool:
+        st = self.status
+        return any(st[i] == "pending" for i in self.jobs[j].tasks)
+
+    def is_ready(self, j: int) -> tuple[bool, Optional[PodSet], int]:
+        """KAI ``IsReadyForScheduling``: alive tasks ≥ min_available in every gang.
+        Returns ``(ready, first short gang, its alive count)``."""
+        st = self.status
+        for ps in self.podsets(j):
+            alive = sum(1 for i in ps.tasks if st[i] in ALIVE)
+            if alive < ps.min_available:
+                return False, ps, alive
+        return True, None, 0
+
+    def elastic_state(self, j: int) -> int:
+        """KAI ``elastic`` job order: 0 below min_available, 1 exactly at, 2 above."""
+        exactly = True
+        for ps in self.podsets(j):
+            n = self.active_allocated(ps)
+            if n < ps.min_available:
+                return 0
+            if n > ps.min_available:
+                exactly = False
+        return 1 if exactly else 2
+
+    def tasks_to_allocate(self, j: int) -> list[int]:
+        """KAI ``GetTasksToAllocate``: gang phase = (min − active) pending tasks of every unsatisfied
+        gang; once every gang is satisfied, exactly one more task (elastic growth)."""
+        sets = self.podsets(j)
+        counts = [self.active_allocated(ps) for ps in sets]
+        if any(c < ps.min_available for c, ps in zip(counts, sets)):
+            out: list[int] = []
+            for c, ps in zip(counts, sets):
+                if c < ps.min_available:
+                    out.extend(self.pending_tasks(ps)[: ps.min_available - c])
+            return out
+        for ps in sets:
+            pend = self.pending_tasks(ps)
+            if pend:
+                return pend[:1]
+        return []
+
+    def job_request(self, j: int, tasks: list[int], gpu_mem_for_memory: Optional[float]) -> np.ndarray:
+        """(GPUs, cpu, memory) the given tasks request."""
+        out = np.zeros(3)
+        for i in tasks:
+            out[R_GPU] += self.request_gpus(i, gpu_mem_for_memory)
+            out[R_CPU] += self.cpu[i]
+            out[R_MEM] += self.mem[i]
+        return out
+
+    def job_over_capacity(self, j: int, tasks: list[int]) -> Optional[tuple[str, str, dict]]:
+        """KAI ``IsJobOverQueueCapacity``: limit up the hierarchy, then (non-preemptible jobs) deserved.
+        gpu-memory requests are converted with the largest node GPU memory. Returns
+        ``(reason, message, details)`` or None."""
+        info = self.jobs[j]
+        req = self.job_request(j, tasks, self.max_gpu_mem)
+        qs = self.queues
+        hit = qs.over_limit(info.queue, req)
+        if hit is not None:
+            a, r = hit
+            return "OverLimit", _over_limit_message(qs.names[a], r, qs.limit[a, r], qs.allocated[a, r], req[r]), \
+                self._queue_details(a, r, req, info)
+        if not info.preemptible:
+            hit = qs.non_preemptible_over_quota(info.queue, req)
+            if hit is not None:
+                a, r = hit
+                return "NonPreemptibleOverQuota", _np_over_quota_message(
+                    qs.names[a], r, qs.deserved[a, r], qs.allocated_np[a, r], req[r]), \
+                    self._queue_details(a, r, req, info)
+        return None
+
+    def _queue_details(self, a: int, r: int, req: np.ndarray, info: JobInfo) -> dict:
+        qs = self.queues
+        return {"queue": qs.names[a], "resource": RESOURCES[r],
+                "job_requested": dict(zip(RESOURCES, req.tolist())),
+                "queue_deserved": dict(zip(RESOURCES, qs.deserved[a].tolist())),
+                "queue_limit": dict(zip(RESOURCES, qs.limit[a].tolist())),
+                "queue_allocated": dict(zip(RESOURCES, qs.allocated[a].tolist())),
+                "queue_allocated_non_preemptible": dict(zip(RESOURCES, qs.allocated_np[a].tolist())),
+                "queue_requested": dict(zip(RESOURCES, qs.requested[a].tolist())),
+                "job_preemptible": info.preemptible}
+
+    # ================================================================== node fit and order
+
+    def fit(self, i: int) -> NodeFit:
+        """Where task ``i`` fits: idle + releasing resources (KAI ``FittingNode``), idle only
+        (``IsTaskAllocatable``), and the first failure reason of every node that does not fit."""
+        ns = self.nodes
+        cpu, mem = float(self.cpu[i]), float(self.mem[i])
+        idle, rel = ns.idle, ns.rel
+        free_cpu = idle[:, CPU] + rel[:, CPU]
+        free_mem = idle[:, MEM] + rel[:, MEM]
+        free_pods = idle[:, PODS] + rel[:, PODS]
+        cpu_ok = free_cpu >= cpu
+        mem_ok = free_mem >= mem
+        pods_ok = free_pods >= 1
+        base_idle = (idle[:, CPU] >= cpu) & (idle[:, MEM] >= mem) & (idle[:, PODS] >= 1)
+        k = self.kind_list[i]
+        shared_fit = task_mem = None
+        cap_ok = None
+        if k == KIND_NONE:
+            gpu_ok = np.ones(ns.n, dtype=bool)
+            gpu_idle = gpu_ok
+        elif k == KIND_WHOLE:
+            need = float(self.gpu[i])
+            gpu_ok = idle[:, GPU] + rel[:, GPU] >= need
+            gpu_idle = idle[:, GPU] >= need
+        else:
+            d = int(self.dev[i])
+            task_mem = ns.task_mem_on_nodes(float(self.gpu[i]), None if k != KIND_MEMORY else float(self.gmem[i]))
+            valid = (ns.gpus > 0) & (task_mem <= ns.gpu_mem) & (ns.gpu_mem > 0)
+            shared_fit = ns.group_fits(task_mem)
+            count = shared_fit.sum(axis=1)
+            gpu_ok = valid & (np.floor(idle[:, GPU] + rel[:, GPU]) + count >= d)
+            # KAI's IsTaskAllocatable counts matching shared GPUs including their releasing memory.
+            gpu_idle = valid & (np.floor(idle[:, GPU]) + count >= d)
+            if k == KIND_MEMORY:
+                cap_ok = self._node_capacity_ok(i, task_mem)
+        fits = ns.ready & gpu_ok & cpu_ok & mem_ok & pods_ok
+        if cap_ok is not None:
+            fits &= cap_ok
+        res = NodeFit(fits=fits, idle_fit=fits & base_idle & gpu_idle, shared_fit=shared_fit, task_mem=task_mem)
+        if not fits.all():
+            left = ~ns.ready
+            res.failures["not ready"] = left.copy()
+            for name, ok in (("GPU", gpu_ok), ("CPU", cpu_ok), ("memory", mem_ok), ("pods", pods_ok),
+                             ("queue quota on node", cap_ok)):
+                if ok is None:
+                    continue
+                bad = ~left & ~ok
+                res.failures[name] = bad
+                left = left | bad
+        return res
+
+    def _node_capacity_ok(self, i: int, task_mem: np.ndarray) -> np.ndarray:
+        """KAI ``IsTaskAllocationOnNodeOverCapacity`` for a gpu-memory request: the GPU amount depends on
+        the node's GPU memory, so limit / non-preemptible quota are re-checked per node."""
+        info = self.jobs[self.task_job[i]]
+        ns, qs = self.nodes, self.queues
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gpus = int(self.dev[i]) * _mem_to_fraction(task_mem, np.where(ns.gpu_mem > 0, ns.gpu_mem, 1.0))
+        ok = np.ones(ns.n, dtype=bool)
+        if info.queue < 0:
+            return ok
+        for a in qs.chains[info.queue]:
+            lim = qs.limit[a, R_GPU]
+            if lim != UNLIMITED:
+                ok &= lim >= qs.allocated[a, R_GPU] + gpus - 1e-9
+            if not info.preemptible and qs.deserved[a, R_GPU] != UNLIMITED:
+                ok &= qs.deserved[a, R_GPU] >= qs.allocated_np[a, R_GPU] + gpus - 1e-9
+        return ok
+
+    def node_scores(self, i: int, fit: NodeFit) -> np.ndarray:
+        """Σ of KAI's node-order plugin scores for task ``i`` on every node (§e.5)."""
+        ns = self.nodes
+        score = np.where(fit.idle_fit, scores.AVAILABILITY, 0.0)
+        if self.kind_list[i] == KIND_NONE:
+            score += np.where(ns.cpu_only, scores.RESOURCE_TYPE, 0.0)
+            score += self.cpu_strategy.score(ns.non_allocated(CPU), ns.allocatable[:, CPU], ns.ready)
+        else:
+            if fit.shared_fit is not None and self.config.placement.gpu == "binpack":
+                score += np.where(fit.shared_fit.any(axis=1), scores.GPU_SHARING, 0.0)
+            score += self.gpu_strategy.score(ns.non_allocated(GPU), ns.gpus, ns.ready)
+        nom = self.nominated.get(i)
+        if nom is not None:
+            score[nom] += scores.NOMINATED_NODE
+        return score
+
+    def ordered_nodes(self, i: int, fit: Optional[NodeFit] = None) -> list[int]:
+        """Fitting nodes for task ``i`` in KAI's order: score descending, then node name."""
+        fit = fit or self.fit(i)
+        cand = np.nonzero(fit.fits)[0]
+        if cand.size == 0:
+            return []
+        sc = self.node_scores(i, fit)[cand]
+        order = np.lexsort((cand, -sc))
+        return cand[order].tolist()
+
+    def best_node(self, i: int, fit: Optional[NodeFit] = None) -> int:
+        """The first node of :meth:`ordered_nodes` (or -1), without sorting them all."""
+        fit = fit or self.fit(i)
+        if not fit.fits.any():
+            return -1
+        sc = np.where(fit.fits, self.node_scores(i, fit), -np.inf)
+        return int(np.argmax(sc))
+
+    # ================================================================== placing one task
+
+    def place(self, stmt, i: int, n: int, fit: NodeFit, pipeline_only: bool = False) -> bool:
+        """Put task ``i`` on node ``n`` through ``stmt``: allocate when it fits on idle resources, else
+        pipeline onto releasing ones (KAI ``allocateTaskToNode``). Shared-GPU requests choose devices by
+        the GPU order (``AllocateFractionalGPUTaskToNode``)."""
+        if self.is_shared(i):
+            return self._place_shared(stmt, i, n, fit, pipeline_only)
+        idle_ok = bool(fit.idle_fit[n])
+        pipelined = pipeline_only or not idle_ok
+        indices = self.nodes.free_whole_slots(n, int(self.gpu[i]), pipelined) if self.kind_list[i] == KIND_WHOLE else []
+        if not pipelined:
+            stmt.allocate(i, n, indices=indices)
+        else:
+            stmt.pipeline(i, n, indices=indices, update_if_on_node=not pipeline_only)
+        return True
+
+    def _place_shared(self, stmt, i: int, n: int, fit: NodeFit, pipeline_only: bool) -> bool:
+        ns = self.nodes
+        d = int(self.dev[i])
+        task_mem = float(fit.task_mem[n])
+        node_idle = bool(fit.idle_fit[n])
+        shared = [(int(s), float(ns.sh_used[n, s] / ns.gpu_mem[n])) for s in np.nonzero(fit.shared_fit[n])[0]]
+        whole_count = int(math.floor(ns.idle[n, GPU])) + int(math.floor(ns.rel[n, GPU]))
+        order = gpu_order.order_candidates(self.config.gpu_device_order, shared, max(whole_count, 0))
+        groups, slots, releasing = [], [], False
+        for c in order:
+            if c == gpu_order.WHOLE:
+                is_rel = pipeline_only or not node_idle
+                slot = self._new_slot(n, is_rel, exclude=slots)
+                if slot is None:
+                    continue
+                group = ns.slot_group[n].get(slot) or self._new_group_id(n, slot)
+            else:
+                is_rel = (not ns.group_fits_idle(n, c, task_mem)) or not node_idle
+                slot, group = c, ns.slot_group[n][c]
+            releasing = releasing or is_rel
+            groups.append(group)
+            slots.append(slot)
+            if len(slots) == d:
+                break
+        if len(slots) < d:
+            return False
+        if pipeline_only or releasing:
+            stmt.pipeline(i, n, groups=groups, indices=slots, update_if_on_node=not pipeline_only)
+        else:
+            stmt.allocate(i, n, groups=groups, indices=slots)
+        return True
+
+    def _new_slot(self, n: int, releasing: bool, exclude: list[int]) -> Optional[int]:
+        ns = self.nodes
+        exists = ns.slot_exists[n]
+        grouped = np.zeros(ns.g, dtype=bool)
+        for s in list(ns.slot_group[n]) + list(exclude):
+            grouped[s] = True
+        idle = np.nonzero(exists & (ns.slot_whole[n] == SLOT_FREE) & (ns.sh_used[n] == 0) & ~grouped)[0]
+        if releasing:
+            rel_whole = np.nonzero(exists & (ns.slot_whole[n] == SLOT_RELEASING) & (ns.sh_used[n] == 0) & ~grouped)[0]
+            if rel_whole.size:
+                return int(rel_whole[0])
+            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude]
+            if rel_shared:
+                return rel_shared[0]  # joins the releasing GPU's group (KAI would open a new id there)
+        if idle.size:
+            return int(idle[0])
+        spare = np.nonzero(exists & (ns.sh_used[n] == 0) & ~grouped)[0]
+        return int(spare[0]) if spare.size else None
+
+    # ================================================================== fit error summary
+
+    def fit_error(self, i: int, fit: Optional[NodeFit] = None) -> tuple[str, dict]:
+        """Why task ``i`` fits no node: ``"0/4 nodes fit: 3 insufficient GPU (need 2, max free 1), 1 not
+        ready"`` and the numbers behind it."""
+        fit = fit or self.fit(i)
+        ns = self.nodes
+        counts = {name: int(mask.sum()) for name, mask in fit.failures.items() if mask.any()}
+        parts = []
+        details: dict = {"nodes": ns.n, "nodes_fitting": int(fit.fits.sum()), "first_failure_counts": counts}
+        for name, c in counts.items():
+            if name == "not ready":
+                parts.append(f"{c} not ready")
+                continue
+            need, have = self._need_and_max_free(i, name, fit)
+            details[f"{name}_need"] = need
+            details[f"{name}_max_free"] = have
+            if name == "queue quota on node":
+                parts.append(f"{c} over the queue's GPU limit/quota on that node")
+            else:
+                parts.append(f"{c} insufficient {name} (need {_num(need)}, max free {_num(have)})")
+        msg = f"{int(fit.fits.sum())}/{ns.n} nodes fit: " + ", ".join(parts) if parts else \
+            f"{int(fit.fits.sum())}/{ns.n} nodes fit"
+        return msg, details
+
+    def _need_and_max_free(self, i: int, name: str, fit: NodeFit) -> tuple[float, float]:
+        ns = self.nodes
+        ready = ns.ready
+        if name == "CPU":
+            return float(self.cpu[i]), float(ns.non_allocated(CPU)[ready].max(initial=0))
+        if name == "memory":
+            return float(self.mem[i]), float(ns.non_allocated(MEM)[ready].max(initial=0))
+        if name == "pods":
+            return 1.0, float(ns.non_allocated(PODS)[ready].max(initial=0))
+        if name == "GPU":
+            k = self.kind_list[i]
+            if k == KIND_WHOLE:
+                return float(self.gpu[i]), float(ns.non_allocated(GPU)[ready].max(initial=0))
+            # shared: need = per-device fraction; max free = largest room on one device
+            room = np.where(fit.shared_fit is not None and ns.sh_used > 0,
+                            (ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel) / np.where(ns.gpu_mem > 0, ns.gpu_mem, 1)[:, None],
+                            0.0)
+            whole_free = np.floor(ns.non_allocated(GPU)) > 0
+            best = np.where(whole_free, 1.0, room.max(axis=1, initial=0))
+            need = float(self.gpu[i]) if k == KIND_FRACTION else float(self.gmem[i]) / (self.max_gpu_mem or 1)
+            return need * int(self.dev[i]), float(best[ready].max(initial=0))
+        return 0.0, 0.0
+
+    # ================================================================== reasons
+
+    def set_reason(self, j: int, reason: str, message: str, details: Optional[dict] = None) -> None:
+        """Record why job ``j`` could not (fully) be placed (KAI's job fit errors)."""
+        self.job_reasons[j] = (reason, message, dict(details or {}))
+
+    def clear_reason(self, j: int) -> None:
+        self.job_reasons.pop(j, None)
+
+    # ================================================================== results
+
+    def changed_tasks(self) -> list[int]:
+        """Tasks whose status, node or GPU placement differs from the input snapshot."""
+        out = []
+        objs = self.task_objs
+        nget = self.nodes.names
+        for i, t in enumerate(objs):
+            n = self.node[i]
+            node_name = nget[n] if n >= 0 else None
+            if (self.status[i] != t.status or node_name != t.node or self.groups[i] != t.gpu_groups
+                    or self.indices[i] != t.gpu_indices):
+                out.append(i)
+        return out
+
+    def node_name(self, n: int) -> Optional[str]:
+        return self.nodes.names[n] if n >= 0 else None
+
+    def queue_stats(self) -> dict[str, dict[str, dict[str, float]]]:
+        return {name: self.queues.stats(q) for q, name in enumerate(self.queues.names)}
+
+
+def _mem_to_fraction(mem: np.ndarray, node_mem: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`scheduler.model.memory_to_fraction` (ceil to 0.01)."""
+    return np.ceil(np.round(mem / node_mem * 100, 9)) / 100
+
+
+def _num(x: float) -> str:
+    if abs(x) >= 1e6:
+        return f"{x:.4g}"
+    return f"{x:g}" if x == int(x) else f"{x:.4g}"
+
+
+def _human(r: int, value: float) -> str:
+    if r == R_GPU:
+        return f"{value:g} GPUs"
+    if r == R_CPU:
+        return f"{value / 1000:g} cores"
+    return f"{value / 1e9:.3g} GB"
+
+
+def _over_limit_message(queue: str, r: int, limit: float, allocated: float, requested: float) -> str:
+    """KAI ``GetJobOverMaxAllowedMessageForQueue`` wording."""
+    name = {R_GPU: "GPUs", R_CPU: "CPU cores", R_MEM: "memory"}[r]
+    return (f"{queue} quota has reached the allowable limit of {name}. Limit is {_human(r, limit)}, currently "
+            f"{_human(r, allocated)} allocated and workload requested {_human(r, requested)}")
+
+
+def _np_over_quota_message(queue: str, r: int, deserved: float, allocated_np: float, requested: float) -> str:
+    """KAI ``GetBuildOverCapacityMessageForQueue`` wording."""
+    return (f"Non-preemptible workload is over quota. Workload requested {_human(r, requested)}, but {queue} "
+            f"quota is {_human(r, deserved)}, while {_human(r, allocated_np)} are already allocated for "
+            f"non-preemptible pods. Use a preemptible workload to go over quota.")

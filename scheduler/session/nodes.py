@@ -1,0 +1,258 @@
+"""Columnar node state of a session: one row per node, one column per resource or GPU slot.
+
+Accounting follows KAI's ``NodeInfo`` (``pkg/scheduler/api/node_info/node_info.go``,
+``gpu_sharing_node_info.go``), paraphrased:
+
+- Per node and resource (whole GPUs, CPU millicores, memory bytes, pods) three vectors: ``idle``,
+  ``releasing`` and ``used``. Adding a task: ``used += req``; a running/binding task takes ``idle``, a
+  releasing one moves ``req`` from idle to releasing, a pipelined one consumes ``releasing`` only.
+  (KAI lets ``releasing`` go negative when a pipelined task needs more than is releasing; so do we.)
+- Shared GPUs (fractions, gpu-memory requests) are tracked per GPU group in MiB: ``sh_used`` (every task
+  on the group), ``sh_alloc`` (all but pipelined), ``sh_rel`` (releasing minus pipelined). Opening a group
+  removes one whole GPU from idle; a group whose tasks are all releasing counts as one releasing whole GPU.
+
+A group lives in a GPU *slot* (its device index); whole-GPU tasks also occupy slots so that
+``gpu_index`` can be reported. Slots are bookkeeping for reporting and for choosing the device of a new
+group; fit decisions use KAI's counters above.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..model import Snapshot
+
+GPU, CPU, MEM, PODS = 0, 1, 2, 3
+"""Columns of the per-node resource arrays."""
+
+# Slot states for whole-GPU occupancy (reporting and device choice only).
+SLOT_FREE, SLOT_ACTIVE, SLOT_RELEASING, SLOT_PIPELINED, SLOT_EXTERNAL = 0, 1, 2, 3, 9
+ANONYMOUS = -2
+"""``slot_owner`` of a slot held by a whole-GPU task whose device index the snapshot did not give."""
+
+
+class NodeState:
+    """Idle / releasing / used resources of every node, plus per-GPU shared-memory bookkeeping."""
+
+    def __init__(self, snapshot: Snapshot):
+        nodes = sorted(snapshot.nodes, key=lambda n: n.name)  # index order = name order (KAI's tie-break)
+        self.names: list[str] = [n.name for n in nodes]
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self.n = n = len(nodes)
+        self.g = g = max([nd.gpus for nd in nodes], default=0) or 1
+        self.ready = np.array([nd.ready for nd in nodes], dtype=bool)
+        self.gpus = np.array([nd.gpus for nd in nodes], dtype=float)
+        self.gpu_mem = np.array([nd.gpu_memory_mib for nd in nodes], dtype=float)
+        self.allocatable = np.zeros((n, 4))
+        self.allocatable[:, GPU] = self.gpus
+        self.allocatable[:, CPU] = [nd.cpu_millis for nd in nodes]
+        self.allocatable[:, MEM] = [nd.memory_bytes for nd in nodes]
+        self.allocatable[:, PODS] = [nd.pods for nd in nodes]
+        external = np.array([[nd.external.gpus, nd.external.cpu_millis, nd.external.memory_bytes,
+                              nd.external.pods] for nd in nodes], dtype=float).reshape(n, 4)
+        # Other schedulers' pods are subtracted from what KAI can use (§b.1).
+        self.idle = self.allocatable - external
+        self.rel = np.zeros((n, 4))
+        self.used = external.copy()
+        self.slot_exists = np.arange(g)[None, :] < self.gpus[:, None]
+        self.sh_used = np.zeros((n, g))
+        self.sh_alloc = np.zeros((n, g))
+        self.sh_rel = np.zeros((n, g))
+        self.sh_present = np.zeros((n, g), dtype=bool)  # group is in KAI's AllocatedSharedGPUsMemory map
+        self.sh_marked = np.zeros((n, g), dtype=bool)   # group counted as one releasing whole GPU
+        self.slot_group: list[dict[int, str]] = [dict() for _ in range(n)]
+        self.group_slot: list[dict[str, int]] = [dict() for _ in range(n)]
+        self.slot_whole = np.zeros((n, g), dtype=np.int8)
+        self.slot_owner = np.full((n, g), -1, dtype=np.int64)
+        ext_slots = np.ceil(external[:, GPU]).astype(int)
+        for i in np.nonzero(ext_slots)[0]:  # external GPUs take the highest indices
+            k = min(ext_slots[i], int(self.gpus[i]))
+            top = int(self.gpus[i])
+            self.slot_whole[i, top - k:top] = SLOT_EXTERNAL
+        self.cpu_only = self.gpus == 0
+        self.version = 0  # bumped on every change; lets callers cache per-state results
+
+    # ------------------------------------------------------------------ derived quantities
+
+    def non_allocated(self, column: int) -> np.ndarray:
+        """KAI ``NonAllocatedResource``: idle + releasing of one resource column, all nodes."""
+        return self.idle[:, column] + self.rel[:, column]
+
+    def used_gpu_count(self, n: int) -> int:
+        """KAI ``getNumberOfUsedGPUs``: whole GPUs used + shared groups in use."""
+        return int(self.used[n, GPU]) + int(np.count_nonzero(self.sh_used[n] > 0))
+
+    def task_mem_on_nodes(self, portion: float, gpu_memory_mib: Optional[float]) -> np.ndarray:
+        """MiB a shared-GPU request takes on one device of every node (KAI ``GetResourceGpuMemory``)."""
+        if gpu_memory_mib is not None:
+            return np.full(self.n, float(gpu_memory_mib))
+        return np.floor(portion * self.gpu_mem + 1e-9)
+
+    def group_fits(self, task_mem: np.ndarray) -> np.ndarray:
+        """``(nodes, slots)`` mask of existing shared GPUs a request of ``task_mem[node]`` MiB fits on,
+        counting releasing memory (KAI ``IsTaskFitOnGpuGroup``)."""
+        room = self.gpu_mem[:, None] - self.sh_alloc + self.sh_rel - task_mem[:, None]
+        return (self.sh_used != 0) & (room >= 0) & (self.sh_alloc != self.sh_rel)
+
+    def group_fits_idle(self, n: int, slot: int, task_mem: float) -> bool:
+        """KAI ``EnoughIdleResourcesOnGpu``: the request fits the group without releasing memory."""
+        if not self.sh_present[n, slot]:
+            return False
+        return self.gpu_mem[n] - self.sh_alloc[n, slot] - task_mem >= 0
+
+    # ------------------------------------------------------------------ add / remove one task
+
+    def add(self, n: int, vec: np.ndarray, status: str, shared: Optional[list[tuple[int, float]]] = None,
+            whole_slots: Optional[list[int]] = None, owner: int = -1) -> None:
+        """Account a task on node ``n``: ``vec`` = (whole GPUs, cpu, memory, pods) it takes,
+        ``shared`` = ``[(slot, MiB)]`` for a shared-GPU task, ``whole_slots`` = its device indices."""
+        self.version += 1
+        self.used[n] += vec
+        if status == "releasing":
+            self.rel[n] += vec
+            self.idle[n] -= vec
+        elif status == "pipelined":
+            self.rel[n] -= vec
+        else:
+            self.idle[n] -= vec
+        if whole_slots:
+            for s in whole_slots:
+                cur = self.slot_whole[n, s]
+                if status == "releasing":
+                    self.slot_whole[n, s] = SLOT_RELEASING
+                elif status == "pipelined":
+                    self.slot_whole[n, s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
+                else:
+                    self.slot_whole[n, s] = SLOT_ACTIVE
+                if status == "pipelined" and cur == SLOT_RELEASING:
+                    continue  # the releasing owner stays recorded; the slot is shared in time
+                self.slot_owner[n, s] = owner
+        for slot, mem in shared or ():
+            self._add_shared(n, slot, mem, status)
+
+    def remove(self, n: int, vec: np.ndarray, status: str, shared: Optional[list[tuple[int, float]]] = None,
+               whole_slots: Optional[list[int]] = None, owner: int = -1) -> None:
+        """Inverse of :meth:`add` for a task currently accounted with ``status``."""
+        self.version += 1
+        self.used[n] -= vec
+        if status == "releasing":
+            self.rel[n] -= vec
+            self.idle[n] += vec
+        elif status == "pipelined":
+            self.rel[n] += vec
+        else:
+            self.idle[n] += vec
+        if whole_slots:
+            for s in whole_slots:
+                cur = self.slot_whole[n, s]
+                if status == "pipelined" and cur == SLOT_PIPELINED:
+                    self.slot_whole[n, s] = SLOT_RELEASING
+                    continue
+                if self.slot_owner[n, s] in (owner, ANONYMOUS) or status != "pipelined":
+                    self.slot_whole[n, s] = SLOT_FREE
+                    self.slot_owner[n, s] = -1
+        for slot, mem in shared or ():
+            self._remove_shared(n, slot, mem, status)
+
+    def _add_shared(self, n: int, s: int, mem: float, status: str) -> None:
+        self.sh_used[n, s] += mem
+        used = self.sh_used[n, s]
+        if status == "releasing":
+            self.sh_rel[n, s] += mem
+            self.sh_alloc[n, s] += mem
+            self.sh_present[n, s] = True
+            if used == self.sh_rel[n, s]:  # every task on this GPU is releasing
+                if not self.sh_marked[n, s]:
+                    self.rel[n, GPU] += 1
+                    self.sh_marked[n, s] = True
+                if self.gpus[n] < self.idle[n, GPU] + self.used_gpu_count(n):
+                    self.idle[n, GPU] -= 1
+        elif status == "pipelined":
+            self.sh_rel[n, s] -= mem
+            if used - mem == self.sh_rel[n, s] + mem:  # pipelined onto a releasing GPU
+                self.rel[n, GPU] -= 1
+        else:
+            self.sh_alloc[n, s] += mem
+            self.sh_present[n, s] = True
+            if used <= mem and self.gpus[n] < self.idle[n, GPU] + self.used_gpu_count(n):
+                self.idle[n, GPU] -= 1  # the first fraction on this GPU takes a whole GPU from idle
+            if self.sh_marked[n, s]:
+                self.rel[n, GPU] -= 1
+                self.sh_marked[n, s] = False
+
+    def _remove_shared(self, n: int, s: int, mem: float, status: str) -> None:
+        self.sh_used[n, s] -= mem
+        used = self.sh_used[n, s]
+        if status == "releasing":
+            self.sh_rel[n, s] -= mem
+            self.sh_alloc[n, s] -= mem
+            if used <= 0:
+                if self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
+                    self.idle[n, GPU] += 1
+                if self.sh_marked[n, s]:
+                    self.rel[n, GPU] -= 1
+                    self.sh_marked[n, s] = False
+        elif status == "pipelined":
+            self.sh_rel[n, s] += mem
+            rel = self.sh_rel[n, s]
+            if (used + mem == rel - mem) or (used == 0 and rel == 0):
+                self.rel[n, GPU] += 1
+        else:
+            self.sh_alloc[n, s] -= mem
+            if used <= 0 and self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
+                self.idle[n, GPU] += 1
+            if used > 0 and self.sh_rel[n, s] == used and not self.sh_marked[n, s]:
+                self.rel[n, GPU] += 1
+                self.sh_marked[n, s] = True
+        if used <= 0 and self.sh_alloc[n, s] <= 0:
+            self.sh_present[n, s] = False
+            self.sh_used[n, s] = self.sh_alloc[n, s] = self.sh_rel[n, s] = 0.0
+            group = self.slot_group[n].pop(s, None)
+            if group is not None:
+                self.group_slot[n].pop(group, None)
+
+    # ------------------------------------------------------------------ slots
+
+    def bind_group(self, n: int, slot: int, group: str) -> None:
+        """Record that GPU group ``group`` lives in ``slot`` of node ``n``."""
+        self.slot_group[n][slot] = group
+        self.group_slot[n][group] = slot
+
+    def free_whole_slots(self, n: int, k: int, pipelined: bool) -> list[int]:
+        """Device indices for a whole-GPU task: lowest idle slots; a pipelined task takes releasing
+        slots first. Returns fewer than ``k`` only when the slots do not say (anonymous occupancy)."""
+        exists = self.slot_exists[n]
+        no_group = self.sh_used[n] == 0
+        idle = np.nonzero(exists & (self.slot_whole[n] == SLOT_FREE) & no_group)[0].tolist()
+        if not pipelined:
+            return idle[:k]
+        releasing = np.nonzero(exists & (self.slot_whole[n] == SLOT_RELEASING))[0].tolist()
+        releasing_shared = np.nonzero(exists & self.sh_marked[n])[0].tolist()
+        return (releasing + releasing_shared + idle)[:k]
+
+    def new_group_slot(self, n: int, releasing: bool) -> int:
+        """Device for a newly opened shared GPU: the lowest idle slot, or for a pipelined placement the
+        lowest releasing one (a releasing whole GPU, then a shared GPU whose tasks are all releasing)."""
+        exists = self.slot_exists[n]
+        idle = np.nonzero(exists & (self.slot_whole[n] == SLOT_FREE) & (self.sh_used[n] == 0)
+                          & ~self._grouped(n))[0]
+        if releasing:
+            rel_whole = np.nonzero(exists & (self.slot_whole[n] == SLOT_RELEASING) & (self.sh_used[n] == 0))[0]
+            if rel_whole.size:
+                return int(rel_whole[0])
+            rel_shared = np.nonzero(exists & self.sh_marked[n])[0]
+            if rel_shared.size:
+                return int(rel_shared[0])
+        if idle.size:
+            return int(idle[0])
+        # Accounting and slots disagree (anonymous or external occupancy): any slot without a group.
+        spare = np.nonzero(exists & (self.sh_used[n] == 0) & ~self._grouped(n))[0]
+        return int(spare[0]) if spare.size else 0
+
+    def _grouped(self, n: int) -> np.ndarray:
+        mask = np.zeros(self.g, dtype=bool)
+        for s in self.slot_group[n]:
+            mask[s] = True
+        return mask

@@ -1,0 +1,135 @@
+"""Transactional operations on a session (KAI ``framework.Statement``, kai-semantics §c.0, §c.2b).
+
+Every tentative operation (allocate, pipeline, evict) is applied to the session at once, so later queries
+see it (queue Allocated grows on allocate/pipeline and shrinks on evict immediately), and is recorded so
+that :meth:`Statement.rollback` can undo everything after a :meth:`Statement.checkpoint`.
+
+- ``allocate``: the task is placed on idle resources → status ``binding``.
+- ``pipeline``: placed on resources that are being released → status ``pipelined``. A task evicted in this
+  session that is pipelined back onto the same node (same GPU groups for a fraction) is *un-evicted*
+  (restored to its previous status) instead; placing it elsewhere is a move: its releasing copy stays on
+  the old node until the pod is gone, and the task is pipelined on the new node.
+- ``evict``: a running/binding task becomes ``releasing`` on its node (its resources can be pipelined onto).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..decisions import Eviction
+from ..errors import EngineError
+from .core import Session, _TaskState
+
+
+class Statement:
+    """A transaction over a :class:`Session`."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self._ops: list[tuple[int, _TaskState, list]] = []  # (task, state before, evictions before)
+
+    # ------------------------------------------------------------------ operations
+
+    def allocate(self, task: int, node: int, groups: Optional[list[str]] = None,
+                 indices: Optional[list[int]] = None) -> None:
+        """Place ``task`` on idle resources of ``node`` (status ``binding``)."""
+        s = self.session
+        self._record(task)
+        s._apply(task, _TaskState("binding", node, list(groups or []), list(indices or []),
+                                  s.accepted_gpus_on(task, node), s.shadow.get(task), None))
+
+    def pipeline(self, task: int, node: int, groups: Optional[list[str]] = None,
+                 indices: Optional[list[int]] = None, update_if_on_node: bool = True) -> None:
+        """Place ``task`` on releasing resources of ``node`` (status ``pipelined``), or un-evict it."""
+        s = self.session
+        groups = list(groups or [])
+        indices = list(indices or [])
+        self._record(task)
+        cur = s._state(task)
+        evicted_here = cur.status == "releasing" and cur.evict_prior is not None
+        if evicted_here and cur.node == node:
+            same_gpu = (not s.is_shared(task)) or not groups or groups == list(cur.groups)
+            if same_gpu and not update_if_on_node:
+                s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
+                                          cur.shadow, None))
+                s.evictions = [e for e in s.evictions if e.task != s.task_names[task]]
+                return
+        shadow = cur.shadow
+        if evicted_here:
+            # A move: the old pod keeps releasing its resources on the old node.
+            shadow = (cur.node, list(cur.groups), list(cur.indices), cur.accepted)
+            for e in s.evictions:
+                if e.task == s.task_names[task]:
+                    e.moved_to = s.nodes.names[node]
+        s._apply(task, _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node),
+                                  shadow, cur.evict_prior))
+
+    def evict(self, task: int, action: str, preemptor: Optional[str] = None, message: str = "") -> None:
+        """Evict a running/binding task: it becomes ``releasing`` on its node, its queue's Allocated shrinks.
+
+        A task pipelined in this session is un-pipelined (back to pending) instead.
+        """
+        s = self.session
+        cur = s._state(task)
+        if cur.status == "pipelined":
+            self._record(task)
+            if cur.shadow is not None:  # undo a move: the task is back to releasing on its old node
+                sn, sg, si, sa = cur.shadow
+                s._apply(task, _TaskState("releasing", sn, sg, si, sa, None, cur.evict_prior))
+            else:
+                s._apply(task, _TaskState("pending", -1, [], [], 0.0, None, None))
+            s.free_epoch += 1
+            return
+        if cur.status not in ("running", "binding"):
+            raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {cur.status} task")
+        self._record(task)
+        s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
+                                  cur.status))
+        job = s.jobs[s.task_job[task]]
+        s.evictions.append(Eviction(task=s.task_names[task], job=job.key, action=action, preemptor=preemptor,
+                                    message=message))
+        s.free_epoch += 1
+
+    def convert_all_allocated_to_pipelined(self, job: int) -> None:
+        """KAI ``ConvertAllAllocatedToPipelined``: a gang that could only be partly bound is pipelined whole."""
+        s = self.session
+        touched = {op[0] for op in self._ops}
+        for task in s.jobs[job].tasks:
+            if task in touched and s.status[task] == "binding":
+                cur = s._state(task)
+                self._record(task)
+                s._apply(task, _TaskState("pipelined", cur.node, cur.groups, cur.indices, cur.accepted,
+                                          cur.shadow, cur.evict_prior))
+
+    # ------------------------------------------------------------------ transaction control
+
+    def checkpoint(self) -> int:
+        """A mark to :meth:`rollback` to."""
+        return len(self._ops)
+
+    def rollback(self, checkpoint: int) -> None:
+        """Undo every operation recorded after ``checkpoint`` (latest first)."""
+        s = self.session
+        while len(self._ops) > checkpoint:
+            task, before, evictions = self._ops.pop()
+            s._apply(task, before)
+            s.evictions = [e for e, _ in evictions]
+            for e, moved_to in evictions:
+                e.moved_to = moved_to
+
+    def discard(self) -> None:
+        """Undo everything this statement did."""
+        self.rollback(0)
+
+    def commit(self) -> None:
+        """Keep everything: the operations become the session's state and can no longer be rolled back."""
+        self._ops.clear()
+
+    @property
+    def operations(self) -> int:
+        """Number of recorded operations (for tests and diagnostics)."""
+        return len(self._ops)
+
+    def _record(self, task: int) -> None:
+        s = self.session
+        self._ops.append((task, s._state(task), [(e, e.moved_to) for e in s.evictions]))
