@@ -1,0 +1,156 @@
+"""KAI /get-snapshot zip import: raw objects through the shared converter, scheduler config kept, clear errors."""
+
+import copy
+import json
+
+import pytest
+
+from kai_objects import DEFAULT_KAI_CONFIG, DEFAULT_SCHEDULER_PARAMS, bind_request, kai_snapshot_doc, kai_zip_bytes, \
+    pod, queue, small_cluster
+from scheduler.errors import SnapshotError
+from scheduler.snapshot_io import load_snapshot, save_snapshot, snapshot_to_dict
+from scheduler.sources.kai_snapshot import import_kai_snapshot, load_kai_snapshot
+
+
+def _zip(tmp_path, doc, name="kai.zip", **kw):
+    path = tmp_path / name
+    path.write_bytes(kai_zip_bytes(doc, **kw))
+    return path
+
+
+def _config(**plugin_args):
+    """KAI's default config with some plugins' arguments replaced (``None`` removes the plugin)."""
+    cfg = copy.deepcopy(DEFAULT_KAI_CONFIG)
+    plugins = cfg["tiers"][0]["plugins"]
+    for name, args in plugin_args.items():
+        plugins[:] = [p for p in plugins if p["name"] != name]
+        if args is not None:
+            plugins.append({"name": name, "arguments": args})
+    return cfg
+
+
+def test_import_small_cluster_objects_and_default_config(tmp_path):
+    conv = import_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(small_cluster())))
+    snap = conv.snapshot
+    assert len(snap.nodes) == 4 and len(snap.queues) == 4
+    assert {j.key for j in snap.jobs} == {"llm/pg-pretrain-1a2b", "vision/pg-sweep-3c4d", "serving/pg-chat-5e6f",
+                                          "research-nb/notebook-0"}
+    cfg = snap.config
+    assert cfg.actions == ["allocate", "consolidation", "reclaim", "preempt", "stalegangeviction"]
+    assert (cfg.placement.gpu, cfg.placement.cpu, cfg.gpu_device_order) == ("binpack", "binpack", "pack")
+    assert cfg.k_value == 1.0 and cfg.stale_grace_period_s == 60 and cfg.schedule_period_s == 1
+    assert cfg.max_consolidation_preemptees == 16 and cfg.allow_consolidating_reclaim is True
+    # no capture time in the archive: the newest timestamp in the objects (pretrain's last start is an
+    # annotation, not counted; creation and heartbeat times are all 2026-01-01T00:00:00Z)
+    assert snap.time == 1767225600
+    assert conv.scheduling_conditions["vision/pg-sweep-3c4d"][0]["reasons"][0]["reason"] == "OverCapacity"
+
+
+def test_import_keeps_kai_scheduler_config(tmp_path):
+    config = _config(nodeplacement={"gpu": "spread", "cpu": "spread"}, gpupack=None, gpuspread={},
+                     proportion={"kValue": "0.5"},
+                     minruntime={"defaultPreemptMinRuntime": "5m", "defaultReclaimMinRuntime": "1h30m",
+                                 "reclaimResolveMethod": "queue"})
+    config["actions"] = "allocate, reclaim"
+    params = {**DEFAULT_SCHEDULER_PARAMS, "globalDefaultStalenessGracePeriod": 120_000_000_000,
+              "maxNumberConsolidationPreemptees": 4, "allowConsolidatingReclaim": False}
+    cfg = load_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(small_cluster(), config, params))).config
+    assert cfg.actions == ["allocate", "reclaim"]
+    assert (cfg.placement.gpu, cfg.placement.cpu, cfg.gpu_device_order) == ("spread", "spread", "spread")
+    assert cfg.k_value == 0.5
+    assert cfg.default_preempt_min_runtime_s == 300 and cfg.default_reclaim_min_runtime_s == 5400
+    assert cfg.min_runtime_resolve == "queue"
+    assert cfg.stale_grace_period_s == 120 and cfg.max_consolidation_preemptees == 4
+    assert cfg.allow_consolidating_reclaim is False
+
+
+def test_bind_requests_make_pending_pods_binding(tmp_path):
+    objs = small_cluster()
+    objs["bindrequests"] = [bind_request("sweep-0", "vision", "h100-0")]
+    snap = load_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs)))
+    tasks = {t.name: t for _, t in snap.iter_tasks()}
+    assert (tasks["vision/sweep-0"].status, tasks["vision/sweep-0"].node) == ("binding", "h100-0")
+    assert tasks["vision/sweep-1"].status == "pending"
+
+
+def test_scheduler_name_from_params(tmp_path):
+    objs = small_cluster()
+    objs["pods"] = [pod("x-0", "vision", gpu=1, queue="vision", scheduler="kai-scheduler-b")]
+    params = {**DEFAULT_SCHEDULER_PARAMS, "schedulerName": "kai-scheduler-b"}
+    snap = load_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs, params=params)))
+    assert [j.key for j in snap.jobs] == ["vision/x-0"]
+
+
+def test_round_trip_import_save_load(tmp_path):
+    snap = load_snapshot(_zip(tmp_path, kai_snapshot_doc(small_cluster())))  # .zip goes through load_snapshot
+    for ext in ("yaml", "json"):
+        out = tmp_path / f"cluster.{ext}"
+        save_snapshot(snap, out)
+        again = load_snapshot(out)
+        assert snapshot_to_dict(again) == snapshot_to_dict(snap)
+
+
+def test_malformed_objects_are_warnings_not_errors(tmp_path):
+    objs = small_cluster()
+    objs["queues"].append(queue("broken", gpu={"quota": "lots"}))
+    objs["pods"].append(pod("bad-0", "vision", queue="vision", annotations={"gpu-fraction": "banana"}))
+    conv = import_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs)))
+    assert {(w.kind, w.name, w.field) for w in conv.warnings} >= {
+        ("Queue", "broken", "spec.resources.gpu.quota"), ("Pod", "bad-0", "metadata.annotations.gpu-fraction")}
+    assert len(conv.snapshot.queues) == 4
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+def _error(path):
+    with pytest.raises(SnapshotError) as info:
+        load_kai_snapshot(path)
+    return str(info.value)
+
+
+def test_truncated_zip(tmp_path):
+    data = kai_zip_bytes(kai_snapshot_doc(small_cluster()))
+    path = tmp_path / "cut.zip"
+    path.write_bytes(data[: len(data) // 2])
+    assert "not a valid zip archive (truncated or corrupt download?)" in _error(path)
+
+
+def test_not_a_zip_and_missing_file(tmp_path):
+    path = tmp_path / "plain.zip"
+    path.write_text("{}")
+    assert "not a valid zip archive" in _error(path)
+    assert "cannot read file" in _error(tmp_path / "nope.zip")
+
+
+def test_zip_without_snapshot_json(tmp_path):
+    msg = _error(_zip(tmp_path, "hello", member="readme.txt"))
+    assert "no snapshot.json in the zip (members: readme.txt)" in msg
+
+
+def test_invalid_json_names_member_and_position(tmp_path):
+    msg = _error(_zip(tmp_path, '{"config": {}, "rawObjects": {"pods": ['))
+    assert "kai.zip:snapshot.json" in msg and "not valid JSON at line 1" in msg
+
+
+def test_wrong_section_types_name_the_field(tmp_path):
+    doc = kai_snapshot_doc(small_cluster())
+    doc["rawObjects"]["pods"] = {"not": "a list"}
+    assert "snapshot.json: rawObjects.pods: expected a list" in _error(_zip(tmp_path, doc))
+    doc = kai_snapshot_doc(small_cluster())
+    del doc["rawObjects"]
+    assert "rawObjects: required section is missing" in _error(_zip(tmp_path, doc, name="b.zip"))
+
+
+@pytest.mark.parametrize("mutate,field", [
+    (lambda d: d["config"].__setitem__("actions", "allocate, teleport"), "config.actions"),
+    (lambda d: d["config"]["tiers"][0]["plugins"].append({"name": "proportion", "arguments": {"kValue": "high"}}),
+     "config.tiers.proportion.arguments.kValue"),
+    (lambda d: d["config"]["tiers"][0]["plugins"].append({"name": "nodeplacement", "arguments": {"gpu": "random"}}),
+     "config.tiers.nodeplacement.arguments.gpu"),
+    (lambda d: d["schedulerParams"].__setitem__("globalDefaultStalenessGracePeriod", "60s"),
+     "schedulerParams.globalDefaultStalenessGracePeriod"),
+])
+def test_bad_config_values_name_the_field(tmp_path, mutate, field):
+    doc = json.loads(json.dumps(kai_snapshot_doc(small_cluster())))
+    mutate(doc)
+    assert f"snapshot.json: {field}:" in _error(_zip(tmp_path, doc))
