@@ -61,6 +61,12 @@ def test_detect_old_namespace_labels():
         "uuid", "pod_name", "pod_namespace", "container_name")
 
 
+def test_old_namespace_names_win_over_a_scrape_targets_plain_pod_label():
+    d = V.detect_variant(["DCGM_FI_DEV_FB_USED"], ["Hostname", "uuid", "gpu", "pod", "namespace", "pod_name",
+                                                   "pod_namespace", "container_name"])
+    assert (d.label("pod"), d.label("namespace")) == ("pod_name", "pod_namespace")
+
+
 def test_detect_with_nothing_defaults_to_legacy():
     assert V.detect_variant([], []).profile == "legacy"
 

@@ -119,10 +119,11 @@ LABEL_ALIASES: dict[str, tuple[str, ...]] = {
     "gpu": ("gpu",),
     "model": ("modelName",),
     # exported_* first: when it exists, Prometheus renamed the exporter's label and the plain name is the
-    # scrape target's own (the dcgm-exporter pod), not the workload.
-    "pod": ("exported_pod", "pod", "pod_name"),
-    "namespace": ("exported_namespace", "namespace", "pod_namespace"),
-    "container": ("exported_container", "container", "container_name"),
+    # scrape target's own (the dcgm-exporter pod), not the workload. The --use-old-namespace names come next:
+    # only dcgm-exporter writes them, while a plain ``pod`` may be the scrape target's.
+    "pod": ("exported_pod", "pod_name", "pod"),
+    "namespace": ("exported_namespace", "pod_namespace", "namespace"),
+    "container": ("exported_container", "container_name", "container"),
     "pod_uid": ("exported_pod_uid", "pod_uid"),
     "vgpu": ("exported_vgpu", "vgpu"),
     "mig_instance": ("GPU_I_ID",),
