@@ -93,6 +93,7 @@ def test_binding_turns_running_and_last_start_time_is_the_binding_cycle():
     assert task.status == "binding" and sim.snapshot.jobs[0].last_start_time == 1000
     second = sim.step()
     assert second.time == 1010 and sim.snapshot.jobs[0].tasks[0].status == "running"
+    assert first.snapshot.jobs[0].tasks[0].status == "binding"    # earlier steps' state is never modified
     third = sim.step()
     assert not third.ran and third.result is second.result        # nothing could change: no session
 

@@ -53,7 +53,8 @@ class Step(NamedTuple):
     """One cycle of :meth:`Simulator.step`.
 
     ``ran`` is False when nothing could change and no session ran (``result`` is then the last one).
-    ``snapshot`` is the simulator's live state after the cycle: read it before the next ``step()`` or copy it.
+    ``snapshot`` is the state after the cycle; later steps never modify it (they replace jobs, copy-on-write),
+    so a reader on another thread may keep it.
     """
 
     time: float
@@ -158,6 +159,7 @@ class Simulator:
         self._cycle = 0                  # index of the next cycle on the grid start + n·period
         self._dirty = True               # the next cycle must run (first cycle, events, decisions in flight)
         self._deadline = math.inf        # earliest clock-only rule coming due
+        self._allocated_before: dict[str, int] = {}
         self.cycles_run = 0
         self.arrived_total = 0
         self.completed_total = 0
@@ -182,6 +184,7 @@ class Simulator:
     def step(self) -> Step:
         """Advance to the next cycle time and run the cycle (or skip the session if nothing can change)."""
         t = self.next_cycle_time()
+        self.snapshot = _fresh(self.snapshot)     # what earlier steps returned is never modified
         arrived, completed = self._advance_to(t)
         self._cycle += 1
         in_flight = self._transitions()
@@ -207,6 +210,7 @@ class Simulator:
             self.step()
         # Cycles up to ``end`` that did not run were skipped: the next step() continues after ``end``.
         self._cycle = max(self._cycle, math.floor((end - self.start_time) / self.period_s + _EPS) + 1)
+        self.snapshot = _fresh(self.snapshot)
         self._advance_to(max(end, self.time))
         return self
 
@@ -255,43 +259,68 @@ class Simulator:
 
     # ------------------------------------------------------------------------------------------ cycle
     def _transitions(self) -> bool:
-        """Between-cycle transitions and stale-gang stamps on the live snapshot. True if a task was in flight."""
+        """Between-cycle transitions and stale-gang stamps, copy-on-write on the live snapshot's jobs.
+
+        Returns True if a task was in flight. Leaves ``self._allocated_before`` (allocated tasks per job).
+        """
         t = self.time
         in_flight = False
-        for job in self.snapshot.jobs:
-            active = 0
-            for task in job.tasks:
+        jobs = self.snapshot.jobs
+        allocated_before: dict[str, int] = {}
+        for idx, job in enumerate(jobs):
+            moved = None                 # task index -> new status
+            allocated = active = 0
+            succeeded = False
+            for k, task in enumerate(job.tasks):
                 status = task.status
-                if status == "binding":
-                    task.status = "running"
-                    in_flight = True
-                elif status == "releasing" or status == "pipelined":
-                    task.status = "pending"
-                    task.node = None
-                    task.gpu_groups = []
-                    task.gpu_indices = []
-                    in_flight = True
-            stale = self._is_stale(job)
-            if stale and job.stale_since is None:
-                job.stale_since = t
-            elif not stale and job.stale_since is not None:
-                job.stale_since = None
+                if status in IN_FLIGHT:
+                    status = "running" if status == "binding" else "pending"
+                    moved = moved or {}
+                    moved[k] = status
+                if status in ALLOCATED_STATUSES:
+                    allocated += 1
+                if status in ACTIVE_USED_STATUSES:
+                    active += 1
+                elif status == "succeeded":
+                    succeeded = True
+            allocated_before[job.key] = allocated
+            stale = active > 0 and not succeeded and self._below_min(job, active, moved)
+            stamp = job.stale_since
+            if stale and stamp is None:
+                stamp = t
+            elif not stale:
+                stamp = None
+            if moved is None and stamp == job.stale_since:
+                continue
+            job = copy.copy(job)
+            job.stale_since = stamp
+            if moved is not None:
+                in_flight = True
+                job.tasks = list(job.tasks)
+                for k, status in moved.items():
+                    task = copy.copy(job.tasks[k])
+                    task.status = status
+                    if status == "pending":
+                        task.node, task.gpu_groups, task.gpu_indices = None, [], []
+                    job.tasks[k] = task
+            jobs[idx] = job
+        self._allocated_before = allocated_before
         return in_flight
 
     @staticmethod
-    def _is_stale(job: Job) -> bool:
-        """KAI: some pod active-used, none succeeded, and some pod set below its min available."""
-        if not any(t.status in ACTIVE_USED_STATUSES for t in job.tasks):
-            return False
-        if any(t.status == "succeeded" for t in job.tasks):
-            return False
-        if job.subgroups:
-            for sg in job.subgroups:
-                n = sum(1 for t in job.tasks if t.subgroup == sg.name and t.status in ACTIVE_USED_STATUSES)
-                if n < sg.min_available:
-                    return True
-            return False
-        return sum(1 for t in job.tasks if t.status in ACTIVE_USED_STATUSES) < job.min_available
+    def _below_min(job: Job, active: int, moved: Optional[dict]) -> bool:
+        """Some pod set has fewer active-used pods than its min available (KAI's stale condition)."""
+        if not job.subgroups:
+            return active < job.min_available
+        for sg in job.subgroups:
+            n = 0
+            for k, task in enumerate(job.tasks):
+                status = moved.get(k, task.status) if moved else task.status
+                if task.subgroup == sg.name and status in ACTIVE_USED_STATUSES:
+                    n += 1
+            if n < sg.min_available:
+                return True
+        return False
 
     def _run_session(self, t: float) -> int:
         snap = self.snapshot
@@ -301,7 +330,7 @@ class Simulator:
             if refreshed:
                 self._usage = usage
                 snap.usage = self.usage_tracker.as_dict(usage)
-        before = {j.key: sum(1 for x in j.tasks if x.status in ALLOCATED_STATUSES) for j in snap.jobs}
+        before = self._allocated_before
 
         session = self._session or _default_session()
         started_at = _wallclock.perf_counter()
@@ -310,20 +339,18 @@ class Simulator:
         new = result.snapshot
         if new is None:
             raise EngineError("session result has no snapshot (ScheduleResult.snapshot is None)")
+        new.jobs = list(new.jobs)        # jobs are replaced, never modified: the engine may share them
 
         evicted_jobs = {ev.job for ev in result.evicted}
-        jobs = {j.key: j for j in new.jobs}
-        for ev in result.evicted:
-            job = jobs.get(ev.job)
-            queue = job.queue if job is not None else None
-            self.recorder.eviction(t, ev.task, ev.job, queue, ev.action, ev.preemptor, ev.message)
-        for key in evicted_jobs:
-            job = jobs.get(key)
-            if job is not None:
-                job.last_eviction_time = t
-            rec = self.recorder.active_jobs.get(key)
-            if rec is not None:
-                rec.evictions += 1
+        if evicted_jobs:
+            queue_of = {j.key: j.queue for j in new.jobs}
+            for ev in result.evicted:
+                self.recorder.eviction(t, ev.task, ev.job, queue_of.get(ev.job), ev.action, ev.preemptor,
+                                       ev.message)
+            for key in evicted_jobs:
+                rec = self.recorder.active_jobs.get(key)
+                if rec is not None:
+                    rec.evictions += 1
 
         nq = len(self.index)
         pending_own = np.zeros(nq)
@@ -331,7 +358,7 @@ class Simulator:
         in_flight = False
         has_pending = False
         deadline = math.inf
-        for job in new.jobs:
+        for idx, job in enumerate(new.jobs):
             allocated = pending = 0
             for x in job.tasks:
                 s = x.status
@@ -344,7 +371,13 @@ class Simulator:
             key = job.key
             was = before.get(key, 0)
             rec = self.recorder.active_jobs.get(key)
-            if was == 0 and allocated > 0:
+            started = was == 0 and allocated > 0
+            if started or key in evicted_jobs:
+                job = copy.copy(job)
+                new.jobs[idx] = job
+                if key in evicted_jobs:
+                    job.last_eviction_time = t
+            if started:
                 job.last_start_time = t
                 if rec is not None:
                     rec.started(t)
@@ -452,3 +485,10 @@ class Simulator:
 def _due(when: float, t: float) -> float:
     """A deadline still to come (``>= t``), else inf."""
     return when if when >= t - _EPS else math.inf
+
+
+def _fresh(snapshot: Snapshot) -> Snapshot:
+    """A shallow copy with its own job list: the simulator then replaces jobs rather than modifying them."""
+    out = copy.copy(snapshot)
+    out.jobs = list(snapshot.jobs)
+    return out
