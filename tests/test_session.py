@@ -1,0 +1,149 @@
+"""Session state and Statement semantics: accounting, checkpoint/rollback, evict, un-evict, moves (§c.2b)."""
+
+import numpy as np
+import pytest
+
+from scheduler.errors import EngineError
+from scheduler.session import Statement
+from scheduler.session.nodes import CPU, GPU
+from tests._engine_helpers import session_from_yaml, tid
+
+SNAP = """
+nodes:
+  - {name: n1, gpus: 4, gpu_memory_mib: 40000, cpu_millis: 16000, memory_bytes: 64Gi}
+  - {name: n2, gpus: 4, gpu_memory_mib: 40000, cpu_millis: 16000, memory_bytes: 64Gi}
+queues:
+  - {name: dept, gpu: {quota: 8}, cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: team, parent: dept, gpu: {quota: 4}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - name: run
+    queue: team
+    priority: 125
+    tasks: [{name: run-0, gpu: 2, cpu_millis: 4000, status: running, node: n1, gpu_index: [0, 1]}]
+  - name: frac
+    queue: team
+    tasks: [{name: frac-0, gpu: 0.5, status: running, node: n2, gpu_group: g-a, gpu_index: 0}]
+  - name: new
+    queue: team
+    tasks: [{name: new-0, gpu: 1, cpu_millis: 1000}]
+"""
+
+
+def test_session_open_accounting():
+    s = session_from_yaml(SNAP)
+    n1, n2 = s.nodes.index["n1"], s.nodes.index["n2"]
+    assert s.nodes.idle[n1, GPU] == 2 and s.nodes.idle[n1, CPU] == 12000
+    assert s.nodes.idle[n2, GPU] == 3  # one GPU became shared
+    assert s.nodes.sh_used[n2, 0] == 20000
+    team, dept = s.queues.index["team"], s.queues.index["dept"]
+    assert s.queues.allocated[team, 0] == pytest.approx(2.5)
+    assert s.queues.allocated[dept, 0] == pytest.approx(2.5)
+    assert s.queues.allocated_np[team, 0] == pytest.approx(2.0)  # only the priority-125 job
+
+
+def test_allocate_then_rollback_restores_everything():
+    s = session_from_yaml(SNAP)
+    n1 = s.nodes.index["n1"]
+    idle_before = s.nodes.idle.copy()
+    alloc_before = s.queues.allocated.copy()
+    st = Statement(s)
+    cp = st.checkpoint()
+    st.allocate(tid(s, "new-0"), n1, indices=[2])
+    assert s.status[tid(s, "new-0")] == "binding"
+    assert s.nodes.idle[n1, GPU] == 1
+    assert s.queues.allocated[s.queues.index["dept"], 0] == pytest.approx(3.5)  # grows up the hierarchy
+    st.rollback(cp)
+    assert s.status[tid(s, "new-0")] == "pending" and s.node[tid(s, "new-0")] == -1
+    np.testing.assert_array_equal(s.nodes.idle, idle_before)
+    np.testing.assert_array_equal(s.queues.allocated, alloc_before)
+    assert st.operations == 0
+
+
+def test_evict_shrinks_allocated_at_once_and_frees_releasing():
+    s = session_from_yaml(SNAP)
+    n1, team = s.nodes.index["n1"], s.queues.index["team"]
+    st = Statement(s)
+    epoch = s.free_epoch
+    st.evict(tid(s, "run-0"), "reclaim", preemptor="other", message="reclaimed")
+    assert s.status[tid(s, "run-0")] == "releasing"
+    assert s.queues.allocated[team, 0] == pytest.approx(0.5)
+    assert s.queues.allocated_np[team, 0] == pytest.approx(0.0)
+    assert s.nodes.rel[n1, GPU] == 2 and s.nodes.idle[n1, GPU] == 2
+    assert [e.task for e in s.evictions] == ["run-0"] and s.free_epoch > epoch
+    st.discard()
+    assert s.status[tid(s, "run-0")] == "running" and s.evictions == []
+    assert s.nodes.rel[n1, GPU] == 0
+
+
+def test_pipeline_back_onto_same_node_unevicts():
+    s = session_from_yaml(SNAP)
+    n1, team = s.nodes.index["n1"], s.queues.index["team"]
+    st = Statement(s)
+    st.evict(tid(s, "run-0"), "consolidation")
+    st.pipeline(tid(s, "run-0"), n1, indices=[0, 1], update_if_on_node=False)
+    assert s.status[tid(s, "run-0")] == "running"
+    assert s.evictions == []
+    assert s.queues.allocated[team, 0] == pytest.approx(2.5)
+    assert s.nodes.rel[n1, GPU] == 0 and s.nodes.idle[n1, GPU] == 2
+
+
+def test_pipeline_elsewhere_is_a_move_with_releasing_copy_left_behind():
+    s = session_from_yaml(SNAP)
+    n1, n2 = s.nodes.index["n1"], s.nodes.index["n2"]
+    st = Statement(s)
+    st.evict(tid(s, "run-0"), "consolidation")
+    st.pipeline(tid(s, "run-0"), n2, indices=[1, 2])
+    i = tid(s, "run-0")
+    assert s.status[i] == "pipelined" and s.node[i] == n2
+    assert s.nodes.rel[n1, GPU] == 2          # the old pod is still releasing its GPUs on n1
+    assert s.nodes.rel[n2, GPU] == -2         # KAI: pipelined consumes releasing (may go negative)
+    assert s.evictions[0].moved_to == "n2"
+    st.discard()
+    assert s.status[i] == "running" and s.node[i] == n1 and s.nodes.rel[n1, GPU] == 0 and s.nodes.rel[n2, GPU] == 0
+
+
+def test_fraction_group_opens_and_closes_whole_gpu():
+    s = session_from_yaml(SNAP)
+    n2 = s.nodes.index["n2"]
+    st = Statement(s)
+    st.evict(tid(s, "frac-0"), "preempt")
+    # the only fraction on g-a is releasing: the GPU counts as one releasing whole GPU
+    assert s.nodes.rel[n2, GPU] == 1 and s.nodes.idle[n2, GPU] == 3
+    st.discard()
+    assert s.nodes.rel[n2, GPU] == 0 and s.nodes.idle[n2, GPU] == 3
+
+
+def test_evict_of_pending_task_is_an_error():
+    s = session_from_yaml(SNAP)
+    with pytest.raises(EngineError, match=r"tasks\[new-0\].status: cannot evict a pending task"):
+        Statement(s).evict(tid(s, "new-0"), "preempt")
+
+
+def test_convert_all_allocated_to_pipelined_only_touches_this_statement():
+    s = session_from_yaml(SNAP)
+    n1 = s.nodes.index["n1"]
+    st = Statement(s)
+    st.allocate(tid(s, "new-0"), n1, indices=[2])
+    st.convert_all_allocated_to_pipelined(s.task_job[tid(s, "new-0")])
+    assert s.status[tid(s, "new-0")] == "pipelined"
+    assert s.nodes.idle[n1, GPU] == 2 and s.nodes.rel[n1, GPU] == -1
+
+
+def test_input_pipelined_task_is_pending_with_nominated_node():
+    text = SNAP.replace("tasks: [{name: new-0, gpu: 1, cpu_millis: 1000}]",
+                        "tasks: [{name: new-0, gpu: 1, cpu_millis: 1000, status: pipelined, node: n2}]")
+    s = session_from_yaml(text)
+    i = tid(s, "new-0")
+    assert s.status[i] == "pending" and s.nominated[i] == s.nodes.index["n2"]
+    # the nominated node wins the node order although binpack prefers the fuller n1
+    assert s.best_node(i) == s.nodes.index["n2"]
+
+
+def test_ordered_nodes_and_fit_error():
+    s = session_from_yaml(SNAP)
+    i = tid(s, "new-0")
+    assert [s.nodes.names[n] for n in s.ordered_nodes(i)] == ["n1", "n2"]  # binpack: n1 has 2 free, n2 3
+    s.gpu[i] = 4.0
+    msg, details = s.fit_error(i)
+    assert msg == "0/2 nodes fit: 2 insufficient GPU (need 4, max free 3)"
+    assert details["first_failure_counts"] == {"GPU": 2}
