@@ -8,8 +8,6 @@ import pytest
 from scheduler.model import Job, Node, Queue, QueueResource, SchedulerConfig, Snapshot, Task
 from scheduler.simulate import Simulator, UsageConfig
 
-pytest.importorskip("scheduler.engine", reason="scheduler.engine is not in this tree")
-
 
 def one_gpu_job(name, queue, duration=None, **kw):
     return Job(name, queue=queue, duration_s=duration, tasks=[Task(f"{name}-0", gpu=1, cpu_millis=100)], **kw)
