@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional
 
 from .decisions import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT, PIPELINED, ScheduleResult
 from .fairshare import compute_fair_share
-from .model import ACTIVE_ALLOCATED_STATUSES, ALLOCATED_STATUSES, RESOURCES, Job, Node, Queue, Snapshot, Task
+from .model import ACTIVE_ALLOCATED_STATUSES, ALLOCATED_STATUSES, ExternalUsage, Job, Node, Snapshot, Task
 
 WAITING_STATUSES = frozenset({"pending", "pipelined"})
 STARTED_STATUSES = frozenset({"running", "binding", "pipelined"})
@@ -30,8 +30,8 @@ UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "bytes"}
 class Counterfactual:
     """A change that would let the job start.
 
-    ``kind``: ``raise_limit`` | ``raise_quota`` | ``release`` | ``consolidate`` | ``larger_node`` |
-    ``fragmented`` | ``none``. ``verified`` is True when an engine re-run on a modified copy showed the job start.
+    ``kind``: ``raise_limit`` | ``raise_quota`` | ``release`` | ``consolidate`` | ``add_nodes`` |
+    ``larger_node`` | ``fragmented`` | ``none``. ``verified`` is True when an engine re-run on a modified copy showed the job start.
     """
 
     kind: str
@@ -152,23 +152,39 @@ class _Explainer:
         self.shares = compute_fair_share(snapshot)
         self._free_whole: Optional[dict[str, int]] = None
         self.deadline = 0.0
+        self.probe_s = 0.0
+        self.cache: dict[tuple, ScheduleResult] = {}
+        self.budget_hit = False
 
     def free_whole(self) -> dict[str, int]:
         if self._free_whole is None:
             self._free_whole = _free_whole_gpus(self.after)
         return self._free_whole
 
-    def probe(self, snap: Snapshot, key: str) -> Optional[ScheduleResult]:
-        """Run the engine on a modified copy if time is left; None when the budget is spent."""
-        if time.perf_counter() > self.deadline:
+    def probe(self, change: tuple, build: Callable[[], Snapshot]) -> Optional[ScheduleResult]:
+        """The engine's result on the snapshot ``build()`` makes, ``change`` naming the modification.
+
+        Results are cached by ``change``: one probe answers for every waiting job (releasing a queue's jobs or
+        adding nodes is the same experiment whichever job asks). A new probe runs only if it is expected to
+        end within the budget (the slowest probe so far is the estimate); otherwise None.
+        """
+        if change in self.cache:
+            return self.cache[change]
+        start = time.perf_counter()
+        if start + self.probe_s > self.deadline:
+            self.budget_hit = True
             return None
-        return self.run(snap)
+        result = self.run(build())
+        self.probe_s = max(self.probe_s, time.perf_counter() - start)
+        self.cache[change] = result
+        return result
 
     # ------------------------------------------------------------------ one job
 
     def explain(self, key: str) -> PendingExplanation:
         t0 = time.perf_counter()
         self.deadline = t0 + self.budget_s
+        self.budget_hit = False
         decision = self.result.jobs[key]
         job = self.jobs.get(key)
         queue = job.queue if job else decision.details.get("queue", "?")
@@ -182,6 +198,12 @@ class _Explainer:
                    "cpu": sum(t.cpu_millis for t in tasks), "memory": sum(t.memory_bytes for t in tasks)}
         exp.numbers.setdefault("job_requested", request)
         exp.numbers.setdefault("tasks_to_place", len(tasks))
+        share = self.shares.get(job.queue, {}).get("gpu")
+        if share is not None and request["gpu"] > 0 and share.allocated >= share.fair_share and share.allocated > 0:
+            exp.numbers["queue_gpu_allocated"], exp.numbers["queue_gpu_fair_share"] = share.allocated, share.fair_share
+            exp.message += (f" [queue {job.queue} holds {_fmt(share.allocated)} against a fair share of "
+                            f"{_fmt(share.fair_share)}: its jobs go after queues below their share and it cannot "
+                            f"reclaim]")
         if decision.status == "pipelined" or decision.reason == PIPELINED:
             exp.counterfactual = Counterfactual("none", "placed on resources that are being released; it starts "
                                                 "when they are freed (no change needed)")
@@ -191,6 +213,9 @@ class _Explainer:
             exp.counterfactual = self.over_quota(job, decision.details, request)
         elif tasks:
             exp.counterfactual = self.capacity(job, tasks, request)
+        cf = exp.counterfactual
+        if cf is not None and not cf.verified and self.budget_hit and self.budget_s > 0:
+            cf.message += " (the search for a verified change stopped at its time budget)"
         exp.search_ms = (time.perf_counter() - t0) * 1000
         return exp
 
@@ -216,7 +241,8 @@ class _Explainer:
         msg = (f"over the queue limit by {_fmt(over, resource)}: queue {queue} {resource} limit {_fmt(limit, resource)}, "
                f"{_fmt(allocated, resource)} allocated, job needs {_fmt(req, resource)}")
         cf = Counterfactual("raise_limit", msg, queue=queue, resource=resource, amount=over)
-        probe = self.probe(_with_queue_resource(self.snapshot, queue, resource, limit=allocated + req), job.key)
+        probe = self.probe(("limit", queue, resource, allocated + req),
+                           lambda: _with_queue_resource(self.snapshot, queue, resource, limit=allocated + req))
         return self._verify(cf, probe, job, f"; with the limit raised to {_fmt(allocated + req, resource)} it would start")
 
     def over_quota(self, job: Job, details: dict, request: dict) -> Counterfactual:
@@ -226,7 +252,8 @@ class _Explainer:
                f"{_fmt(deserved, resource)}, {_fmt(allocated_np, resource)} held by non-preemptible jobs, job needs "
                f"{_fmt(req, resource)}; non-preemptible jobs never go over quota")
         cf = Counterfactual("raise_quota", msg, queue=queue, resource=resource, amount=over)
-        probe = self.probe(_with_queue_resource(self.snapshot, queue, resource, quota=allocated_np + req), job.key)
+        probe = self.probe(("quota", queue, resource, allocated_np + req),
+                           lambda: _with_queue_resource(self.snapshot, queue, resource, quota=allocated_np + req))
         return self._verify(cf, probe, job, f"; with the quota raised to {_fmt(allocated_np + req, resource)} it would start")
 
     def _verify(self, cf: Counterfactual, probe: Optional[ScheduleResult], job: Job, suffix: str) -> Counterfactual:
@@ -260,7 +287,61 @@ class _Explainer:
         consolidated = self.consolidate(job) if frag is not None else None
         if consolidated is not None:
             return consolidated
-        return cf or frag or Counterfactual("none", "no single change found within the search budget")
+        grown = self.add_nodes(job, biggest, request)
+        if frag is not None and grown is not None:
+            frag.message += "; " + grown.message
+            frag.verified = grown.verified
+            return frag
+        return cf or frag or grown or Counterfactual("none", "no single change found within the search budget")
+
+    def add_nodes(self, job: Job, biggest: int, request: dict) -> Optional[Counterfactual]:
+        """Fewest extra nodes (clones of a pool's first node) with which the job would start."""
+        pools: dict[str, Node] = {}
+        for n in sorted(self.nodes, key=lambda n: n.name):
+            pools.setdefault(n.pool, n)
+        candidates = [n for n in pools.values() if n.gpus >= max(biggest, 1 if request["gpu"] > 0 else 0)]
+        candidates.sort(key=lambda n: (-n.gpus, n.pool))
+        tried_all = False
+        for template in candidates[:2]:
+            lo, hi, k = 0, None, 1
+            while k <= 16:
+                probe = self.probe(("grow", template.name, k), lambda: self._grown(template, k))
+                if probe is None:
+                    return None
+                if _started(probe, job.key):
+                    hi = k
+                    break
+                lo, k = k, k * 2
+            if hi is None:
+                tried_all = k > 16
+                continue
+            while hi - lo > 1:  # smallest k in (lo, hi] that works
+                mid = (lo + hi) // 2
+                probe = self.probe(("grow", template.name, mid), lambda: self._grown(template, mid))
+                if probe is None:
+                    break
+                if _started(probe, job.key):
+                    hi = mid
+                else:
+                    lo = mid
+            return Counterfactual("add_nodes", f"would start with {hi} more node{'s' if hi != 1 else ''} like "
+                                  f"{template.name} in pool {template.pool} (+{hi * template.gpus} GPUs)",
+                                  node=template.name, amount=float(hi), verified=True)
+        if tried_all:
+            return Counterfactual("add_nodes", "even 16 more nodes of the largest pool would not start it: "
+                                  "jobs ahead of it in queue order take the new capacity first")
+        return None
+
+    def _grown(self, template: Node, k: int) -> Snapshot:
+        taken = {n.name for n in self.snapshot.nodes}
+        extra = []
+        i = 0
+        while len(extra) < k:
+            i += 1
+            name = f"{template.pool}-whatif-{i}"
+            if name not in taken:
+                extra.append(replace(template, name=name, external=ExternalUsage(), ready=True))
+        return _with_actions(replace(self.snapshot, nodes=list(self.snapshot.nodes) + extra), ["allocate"])
 
     def fragmented(self, job: Job, whole: list[Task], biggest: int, request: dict) -> Optional[Counterfactual]:
         """Enough free GPUs in total but no node has a big enough free block."""
@@ -271,9 +352,9 @@ class _Explainer:
             return None
         best_node, best = min(free.items(), key=lambda kv: (-kv[1], kv[0]))
         total_free = sum(free.values())
-        if best >= biggest:
-            return None
         need_total = sum(int(math.ceil(t.gpu)) for t in whole)
+        if best >= biggest or total_free < need_total:
+            return None  # a big enough block exists, or the cluster is simply full: not fragmentation
         msg = (f"needs {biggest} whole GPUs on one node; largest free block is {best} on node {best_node} "
                f"({total_free} whole GPUs free in total, the job needs {need_total})")
         return Counterfactual("fragmented", msg, node=best_node, amount=float(biggest - best))
@@ -291,7 +372,7 @@ class _Explainer:
             elif not any(t.status not in ("pending",) for t in j.tasks):
                 continue  # other waiting jobs are left out: the question is about this job only
             jobs.append(j)
-        probe = self.probe(_with_actions(replace(after, jobs=jobs), ["consolidation"]), job.key)
+        probe = self.probe(("consolidate", job.key), lambda: _with_actions(replace(after, jobs=jobs), ["consolidation"]))
         if probe is None or not _started(probe, job.key):
             return None
         placed = [(name, d.node) for name, d in probe.tasks.items()
@@ -318,7 +399,7 @@ class _Explainer:
             if not victims:
                 continue
             keys = [v.key for v in victims]
-            full = self.probe(_without_jobs(self.snapshot, set(keys)), job.key)
+            full = self._release_probe(set(keys))
             if full is None:
                 return None
             if not _started(full, job.key):
@@ -326,7 +407,7 @@ class _Explainer:
             lo, hi = 1, len(keys)  # smallest prefix length that works lies in [lo, hi]
             while lo < hi:
                 mid = (lo + hi) // 2
-                probe = self.probe(_without_jobs(self.snapshot, set(keys[:mid])), job.key)
+                probe = self._release_probe(set(keys[:mid]))
                 if probe is None:
                     break
                 if _started(probe, job.key):
@@ -336,12 +417,21 @@ class _Explainer:
             chosen = self._minimise(victims[:hi], job.key)
             gpus = sum(self._job_gpus(v) for v in chosen)
             share = self.shares[donor]["gpu"]
-            msg = (f"would start if queue {donor} released {_fmt(gpus)} ("
-                   + ", ".join(j.key for j in chosen) + f"); {donor} holds {_fmt(share.allocated)} "
+            names = [j.key for j in chosen]
+            listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more jobs" if len(names) > 5 else "")
+            msg = (f"would start if queue {donor} released {_fmt(gpus)} ({listed}); {donor} holds {_fmt(share.allocated)} "
                    f"against a fair share of {_fmt(share.fair_share)}")
             return Counterfactual("release", msg, queue=donor, amount=gpus, verified=True,
                                   jobs=[j.key for j in chosen])
         return None
+
+    def _release_probe(self, keys: set[str]) -> Optional[ScheduleResult]:
+        return self.probe(("release", frozenset(keys)), lambda: self._released(keys))
+
+    def _released(self, keys: set[str]) -> Snapshot:
+        """The input with those jobs gone; only allocate runs: the question is whether the freed resources
+        let the job be allocated, and evictions elsewhere would only blur the answer."""
+        return _with_actions(_without_jobs(self.snapshot, keys), ["allocate"])
 
     def _minimise(self, chosen: list[Job], key: str) -> list[Job]:
         """Drop released jobs that turn out unnecessary (victim order first), while the budget lasts: the prefix
@@ -354,7 +444,7 @@ class _Explainer:
             trial = [j for j in kept if j is not candidate]
             if not trial:
                 break
-            probe = self.probe(_without_jobs(self.snapshot, {j.key for j in trial}), key)
+            probe = self._release_probe({j.key for j in trial})
             if probe is None:
                 break
             if _started(probe, key):
@@ -372,13 +462,15 @@ class _Explainer:
 
 
 def explain_pending(snapshot: Snapshot, result: ScheduleResult, *, budget_ms_per_job: float = 200.0,
-                    jobs: Optional[list[str]] = None,
+                    jobs: Optional[list[str]] = None, search_jobs: Optional[int] = None,
                     run: Optional[Callable[[Snapshot], ScheduleResult]] = None) -> list[PendingExplanation]:
     """Explain every job ``result`` left waiting (or only ``jobs``), ordered by queue then job key.
 
     ``result`` must come from running the engine on ``snapshot``. Counterfactual searches re-run the engine
-    (``run``, default :func:`scheduler.engine.run_session`) on modified copies, at most ``budget_ms_per_job``
-    per job (a search already started finishes its current probe). ``snapshot`` is not modified.
+    (``run``, default :func:`scheduler.engine.run_session`) on modified copies within ``budget_ms_per_job``
+    per job (a probe starts only if the slowest probe so far would still end in time). ``search_jobs`` caps how
+    many jobs (in output order) get engine searches; the others get the cheap checks only (a view can explain
+    one job on demand with ``jobs=[key]``). ``snapshot`` is not modified.
     """
     if run is None:
         from .engine import run_session as run
@@ -389,4 +481,8 @@ def explain_pending(snapshot: Snapshot, result: ScheduleResult, *, budget_ms_per
         keys = [k for k in keys if k in wanted]
     job_map = explainer.jobs
     keys.sort(key=lambda k: (job_map[k].queue if k in job_map else "", k))
-    return [explainer.explain(k) for k in keys]
+    out = []
+    for n, k in enumerate(keys):
+        explainer.budget_s = budget_ms_per_job / 1000.0 if search_jobs is None or n < search_jobs else 0.0
+        out.append(explainer.explain(k))
+    return out

@@ -3,10 +3,9 @@
 The counterfactual searches re-run an engine on modified snapshot copies. These tests drive them with a small,
 transparent capacity model (``toy_engine``: pending jobs start in creation order when the cluster has enough
 free GPUs and the queue limit allows) so that every expected number can be worked out by hand; scenario tests
-against the real engine live further down and run when ``scheduler.engine`` is present.
+against the real engine (scheduler.engine) follow.
 """
 
-import importlib.util
 
 import pytest
 
@@ -156,5 +155,77 @@ def test_tasks_to_place_is_the_gang_remainder():
 
 # ---------------------------------------------------------------------------------------------- real engine
 
-needs_engine = pytest.mark.skipif(importlib.util.find_spec("scheduler.engine") is None,
-                                  reason="scheduler.engine not present in this tree yet")
+def gpu_only(name, queue, gpus, *, status="pending", node_name=None, devices=(), priority=50, start=0.0,
+             created=100.0):
+    """A one-task job asking for GPUs only (no CPU or memory, so only GPU quota/limit checks apply)."""
+    task = Task(f"{name}-0", gpu=gpus, status=status, node=node_name, gpu_indices=list(devices))
+    return Job(name=name, queue=queue, priority=priority, creation_time=created,
+               last_start_time=start if status == "running" else None, tasks=[task])
+
+
+def engine_explain(snap):
+    from scheduler.engine import run_session
+
+    return explain_pending(snap, run_session(snap), budget_ms_per_job=5000)
+
+
+def test_engine_over_limit():
+    # Queue L: limit 3 GPUs, 2 allocated, the job needs 2 -> KAI OverLimit, over by 1; at limit 4 it starts
+    # (6 GPUs of the node are free).
+    snap = Snapshot(nodes=[node("n1")], queues=[Queue("L", gpu=QueueResource(0, 3, 1))],
+                    jobs=[gpu_only("l1", "L", 2, status="running", node_name="n1", devices=[0, 1]),
+                          gpu_only("lp", "L", 2)])
+    [exp] = engine_explain(snap)
+    assert exp.reason == "OverLimit"
+    cf = exp.counterfactual
+    assert (cf.kind, cf.queue, cf.resource, cf.amount, cf.verified) == ("raise_limit", "L", "gpu", 1.0, True)
+    assert cf.message.startswith("over the queue limit by 1 GPU: queue L gpu limit 3 GPUs, 2 GPUs allocated, "
+                                 "job needs 2 GPUs; with the limit raised to 4 GPUs it would start")
+
+
+def test_engine_non_preemptible_over_quota():
+    # Non-preemptible (priority 125) job of 3 GPUs in a queue with GPU quota 2 and nothing non-preemptible
+    # running: 0 + 3 > 2 -> over quota by 1; with quota 3 it starts.
+    snap = Snapshot(nodes=[node("n1")], queues=[Queue("N", gpu=QueueResource(2, -1, 1))],
+                    jobs=[gpu_only("np", "N", 3, priority=125)])
+    [exp] = engine_explain(snap)
+    assert exp.reason == "NonPreemptibleOverQuota"
+    cf = exp.counterfactual
+    assert (cf.kind, cf.queue, cf.amount, cf.verified) == ("raise_quota", "N", 1.0, True)
+    assert "with the quota raised to 3 GPUs it would start" in cf.message
+
+
+def test_engine_release_from_over_fair_share_queue():
+    # One 4-GPU node. Queue D runs non-preemptible jobs d1 (2 GPUs, started 10), d2 (1 GPU, started 20),
+    # d3 (1 GPU, started 5): nothing free, and reclaim could not take them. Q waits for p (2 GPUs).
+    # Fair share (quota 0, weight 1): requests D 4, Q 2 -> shares 2/2 -> Q 2, D 2; D holds 4 > 2.
+    # Victim order (same priority, younger first): d2, d1, d3. Prefix search -> [d2, d1]; minimising -> d1
+    # alone frees devices 0-1 -> p fits. Answer: D releases 2 GPUs (d1).
+    snap = Snapshot(nodes=[node("n1", 4)], queues=[Queue("D"), Queue("Q")],
+                    jobs=[gpu_only("d1", "D", 2, status="running", node_name="n1", devices=[0, 1], priority=125, start=10),
+                          gpu_only("d2", "D", 1, status="running", node_name="n1", devices=[2], priority=125, start=20),
+                          gpu_only("d3", "D", 1, status="running", node_name="n1", devices=[3], priority=125, start=5),
+                          gpu_only("p", "Q", 2)])
+    [exp] = engine_explain(snap)
+    assert exp.job == "p"
+    cf = exp.counterfactual
+    assert (cf.kind, cf.queue, cf.jobs, cf.amount, cf.verified) == ("release", "D", ["d1"], 2.0, True)
+    assert cf.message == "would start if queue D released 2 GPUs (d1); D holds 4 GPUs against a fair share of 2 GPUs"
+
+
+def test_engine_full_cluster_needs_a_node():
+    # Queue A (quota 4) fills the only 4-GPU node with a non-preemptible job: it is at its fair share, so there is
+    # no queue to release from and nothing is fragmented (no GPU free). One more such node lets B's job start.
+    snap = Snapshot(nodes=[node("n1", 4)], queues=[Queue("A", gpu=QueueResource(4, -1, 1)), Queue("B")],
+                    jobs=[gpu_only("a", "A", 4, status="running", node_name="n1", devices=range(4), priority=125),
+                          gpu_only("b", "B", 4)])
+    [exp] = engine_explain(snap)
+    cf = exp.counterfactual
+    assert (cf.kind, cf.amount, cf.verified) == ("add_nodes", 1.0, True)
+    assert cf.message == "would start with 1 more node like n1 in pool gpu (+4 GPUs)"
+
+
+def test_engine_request_larger_than_any_node():
+    snap = Snapshot(nodes=[node("n1"), node("n2")], queues=[Queue("q")], jobs=[gpu_only("big", "q", 16)])
+    [exp] = engine_explain(snap)
+    assert exp.counterfactual.kind == "larger_node" and not exp.counterfactual.verified
