@@ -207,6 +207,16 @@ def test_jobs_created_after_the_snapshot_time_arrive_later():
     assert sim.frames()["jobs"].set_index("job").loc["later", "arrival"] == 1042
 
 
+def test_arrivals_may_be_pairs_objects_with_an_offset_or_jobs_with_a_creation_time():
+    from types import SimpleNamespace
+
+    from scheduler.simulate import normalise_arrivals
+
+    got = normalise_arrivals([(30, job("p")), SimpleNamespace(job=job("o"), offset_s=10),
+                              job("c", creation_time=1020)], start_time=1000)
+    assert [(o, j.name) for o, j in got] == [(10, "o"), (20, "c"), (30, "p")]
+
+
 def test_records_stay_bounded_in_a_long_run():
     sim = Simulator(cluster(jobs=[job("j")]), period_s=1, usage=UsageConfig(), session=FirstFit(),
                     fast_forward=False, max_ticks=500)

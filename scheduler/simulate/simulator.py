@@ -74,13 +74,16 @@ def _default_session() -> SessionFn:
     return run_session
 
 
-def normalise_arrivals(arrivals: Iterable[Any]) -> list[tuple[float, Job]]:
-    """``[(offset_s, Job)]`` from ``(offset_s, Job)`` pairs or objects with ``job`` and ``offset_s`` /
-    ``time_s`` / ``arrival_s`` / ``time`` (seconds after the simulation start)."""
+def normalise_arrivals(arrivals: Iterable[Any], start_time: float = 0.0) -> list[tuple[float, Job]]:
+    """``[(offset_s, Job)]`` sorted by offset, from ``(offset_s, Job)`` pairs, objects with ``job`` and
+    ``offset_s`` / ``time_s`` / ``arrival_s`` / ``time`` (seconds after the simulation start), or plain Jobs
+    (arriving at their absolute ``creation_time``)."""
     out = []
     for i, item in enumerate(arrivals):
         if isinstance(item, tuple) and len(item) == 2:
             offset, job = item
+        elif isinstance(item, Job):
+            offset, job = item.creation_time - start_time, item
         else:
             job = getattr(item, "job", None)
             offset = next((getattr(item, a) for a in ("offset_s", "time_s", "arrival_s", "time")
@@ -98,7 +101,8 @@ def normalise_arrivals(arrivals: Iterable[Any]) -> list[tuple[float, Job]]:
 class Simulator:
     """Runs a snapshot forward in time (see the module doc for what one cycle does).
 
-    ``arrivals``: ``(offset_s, Job)`` pairs, offsets in seconds after ``snapshot.time``. Jobs already in the
+    ``arrivals``: ``(offset_s, Job)`` pairs, offsets in seconds after ``snapshot.time`` (see
+    :func:`normalise_arrivals` for the other accepted shapes). Jobs already in the
     snapshot whose ``creation_time`` lies after ``snapshot.time`` (all tasks pending) are treated as arrivals
     too. ``period_s`` defaults to ``snapshot.config.schedule_period_s``. ``usage``: a :class:`UsageConfig`
     for time-based fair share (the default), or ``None`` to leave ``snapshot.usage`` as given.
@@ -131,7 +135,7 @@ class Simulator:
             keys = {j.key for j in future}
             snap.jobs = [j for j in snap.jobs if j.key not in keys]
         pending_arrivals = [(j.creation_time - self.start_time, j) for j in future]
-        pending_arrivals += [(o, copy.deepcopy(j)) for o, j in normalise_arrivals(arrivals)]
+        pending_arrivals += [(o, copy.deepcopy(j)) for o, j in normalise_arrivals(arrivals, self.start_time)]
         self._check_arrivals(snap, pending_arrivals)
         for offset, job in sorted(pending_arrivals, key=lambda p: p[0]):
             self.events.push_arrival(self.start_time + offset, job)
