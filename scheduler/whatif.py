@@ -427,39 +427,39 @@ def _task_state(snap: Snapshot) -> dict[str, tuple]:
     return {t.name: (t.status, t.node, tuple(t.gpu_groups), tuple(t.gpu_indices)) for _, t in snap.iter_tasks()}
 
 
-def _engine_cycle(snapshot: Snapshot):
-    from .engine import run_cycles
-
-    return run_cycles(snapshot, cycles=1)
-
-
 def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) -> Outcome:
-    """Run the engine's cycles on ``snapshot`` (not modified) until one changes nothing, at most ``cycles``.
+    """Run scheduling cycles on ``snapshot`` (not modified) until one changes nothing, at most ``cycles``.
 
-    Jobs *started* are jobs that had not started in ``snapshot`` and have at the end; *evicted* counts tasks the
-    cycles evicted; *pending* counts jobs that have not started at the end. ``run_cycle(snapshot) ->
-    ScheduleResult`` runs one cycle with its state transitions (default: the engine's ``run_cycles(s, 1)``).
+    Each cycle is one engine session (``run_session``); between cycles the engine's ``advance`` applies KAI's
+    transitions (binding -> running, releasing/pipelined -> pending). Jobs *started* are jobs that had not
+    started in ``snapshot`` and have at the end; *evicted* counts tasks the cycles evicted; *pending* counts
+    jobs that have not started at the end. ``run_cycle(snapshot) -> ScheduleResult`` replaces session +
+    transitions (its result's snapshot is the next cycle's input), e.g. for a simplified model.
     """
     import time
 
-    run_cycles_once = run_cycle or _engine_cycle
+    if run_cycle is None:
+        from .engine import advance, run_session
+    else:
+        run_session, advance = run_cycle, (lambda s: s)
 
     t0 = time.perf_counter()
     fair = fair_share_table(compute_fair_share(snapshot))
     initially_started = {j.key for j in snapshot.jobs if _job_started(j)}
     current = snapshot
+    last = snapshot
     evicted_tasks: dict[str, str] = {}
     ran = 0
     for _ in range(max(1, cycles)):
-        result = run_cycles_once(current)
+        result = run_session(current)
         ran += 1
-        after = result.snapshot
+        last = result.snapshot
         for ev in result.evicted:
             evicted_tasks.setdefault(ev.task, ev.job)
-        changed = _task_state(after) != _task_state(current)
-        current = after
-        if not changed and not result.evicted:
+        if not result.evicted and _task_state(last) == _task_state(current):
             break
+        current = advance(last)
+    current = last
     jobs = current.job_map()
     queue_of = {j.key: j.queue for j in snapshot.jobs} | {k: j.queue for k, j in jobs.items()}
     started = Counter(j.queue for j in current.jobs if _job_started(j) and j.key not in initially_started)

@@ -6,7 +6,6 @@ free GPUs and the queue limit allows) so that every expected number can be worke
 against the real engine (scheduler.engine) follow.
 """
 
-
 import pytest
 
 from scheduler.decisions import JobDecision, ScheduleResult, TaskDecision

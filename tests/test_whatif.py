@@ -221,3 +221,39 @@ def test_frames_save_and_cached_base(tmp_path):
     diff.save(path)
     assert load_snapshot(path).queue_map()["q2"].gpu.quota == 3
     assert runner.run(WhatIf()).after is runner.base  # no overrides: the cached base is reused
+
+
+# ---------------------------------------------------------------------------------------------- real engine
+
+def two_big_jobs():
+    # One 4-GPU node in pool a; queue q has two pending 4-GPU jobs (p0 older). Only one fits.
+    return Snapshot(nodes=[node("a1")], queues=[Queue("q")],
+                    jobs=[job("p0", "q", Task("p0-0", gpu=4), creation_time=0),
+                          job("p1", "q", Task("p1-0", gpu=4), creation_time=1)])
+
+
+def test_engine_adding_a_node_starts_the_second_job():
+    # Base: cycle 1 binds p0; cycle 2 (p0 running) changes nothing -> 2 cycles, 1 started, 1 pending, 4/4 GPUs.
+    # One more node: cycle 1 binds both; cycle 2 changes nothing -> 2 started, 0 pending, 8/8 GPUs.
+    diff = run_whatif(two_big_jobs(), WhatIf(nodes={"a": 1}))
+    assert (diff.before.cycles_run, diff.after.cycles_run) == (2, 2)
+    assert (diff.before.started, diff.before.pending) == ({"q": 1}, {"q": 1})
+    assert (diff.after.started, diff.after.pending) == ({"q": 2}, {"q": 0})
+    assert diff.before.gpu_utilisation == 1.0 and diff.after.gpu_utilisation == 1.0
+    assert diff.summary()["gpu_allocated"] == (4, 8)
+    assert diff.job_changes() == [{"job": "p1", "queue": "q", "before": "pending", "after": "started"}]
+    assert diff.after.fragmentation["common_pending_shape"] is None
+    assert diff.before.fragmentation["common_pending_shape"] == "4 GPUs"
+
+
+def test_engine_demand_half_and_limit():
+    # Demand x0.5 keeps p0 and drops p1: nothing left pending.
+    diff = run_whatif(two_big_jobs(), WhatIf(demand_scale=0.5))
+    assert diff.after.pending == {"q": 0} and diff.after.started == {"q": 1}
+    assert diff.job_changes() == [{"job": "p1", "queue": "q", "before": "pending", "after": "absent"}]
+    # A GPU limit of 2 blocks both 4-GPU jobs (OverLimit): nothing starts, utilisation 0.
+    diff = run_whatif(two_big_jobs(), WhatIf(queues={"q": {"gpu": {"limit": 2}}}))
+    assert diff.after.started == {"q": 0} and diff.after.pending == {"q": 2}
+    assert diff.after.gpu_utilisation == 0.0
+    # Fair share follows the limit: requestable min(8, 2) = 2.
+    assert diff.before.fair_share["q"]["gpu"] == 4 and diff.after.fair_share["q"]["gpu"] == 2
