@@ -152,19 +152,26 @@ class WhatIf:
     # ------------------------------------------------------------------ applying
 
     def apply(self, snapshot: Snapshot) -> Snapshot:
-        """A modified deep copy of ``snapshot``; raises :class:`SnapshotError` naming a bad override."""
+        """A modified copy of ``snapshot``; raises :class:`SnapshotError` naming a bad override.
+
+        Copy-on-write: unchanged nodes, queues, jobs and tasks are shared with ``snapshot`` (the engine never
+        mutates its input), so treat the result as read-only or ``.copy()`` it before editing in place.
+        """
         return self.apply_with_notes(snapshot)[0]
 
     def apply_with_notes(self, snapshot: Snapshot) -> tuple[Snapshot, dict[str, list[str]]]:
         """Like :meth:`apply`, also returning what it did: ``{"nodes_added", "nodes_removed", "tasks_displaced",
         "jobs_cloned", "jobs_dropped"}`` (names)."""
         self._validate(snapshot)
-        snap = snapshot.copy()
+        snap = copy.copy(snapshot)
+        snap.nodes, snap.queues, snap.jobs = list(snapshot.nodes), list(snapshot.queues), list(snapshot.jobs)
+        snap.config = copy.deepcopy(snapshot.config)
+        snap.usage = copy.deepcopy(snapshot.usage)
         notes: dict[str, list[str]] = {"nodes_added": [], "nodes_removed": [], "tasks_displaced": [],
                                        "jobs_cloned": [], "jobs_dropped": []}
-        qmap = snap.queue_map()
+        position = {q.name: i for i, q in enumerate(snap.queues)}
         for name, q in self.queues.items():
-            queue = qmap[name]
+            queue = snap.queues[position[name]] = copy.deepcopy(snap.queues[position[name]])
             if q.priority is not None:
                 queue.priority = q.priority
             for r, vals in q.resources.items():
@@ -253,14 +260,18 @@ def _remove_nodes(snap: Snapshot, pool: str, n: int) -> tuple[list[str], list[st
     removed = {x.name for x in candidates[:n]}
     snap.nodes = [x for x in snap.nodes if x.name not in removed]
     displaced = []
-    for _, t in snap.iter_tasks():
-        if t.node in removed:
-            if t.status in ACTIVE_USED_STATUSES:
-                displaced.append(t.name)
-            if t.status in ACTIVE_USED_STATUSES or t.status == "pending":
-                t.status = "pending"
-            t.node = None
-            t.gpu_groups, t.gpu_indices = [], []
+    for j, job in enumerate(snap.jobs):
+        if not any(t.node in removed for t in job.tasks):
+            continue
+        job = snap.jobs[j] = copy.copy(job)  # copy-on-write: only jobs with tasks on removed nodes
+        job.tasks = [copy.copy(t) if t.node in removed else t for t in job.tasks]
+        for t in job.tasks:
+            if t.node in removed:
+                if t.status in ACTIVE_USED_STATUSES:
+                    displaced.append(t.name)
+                    t.status = "pending"
+                t.node = None
+                t.gpu_groups, t.gpu_indices = [], []
     return sorted(removed), displaced
 
 
