@@ -235,7 +235,11 @@ def two_big_jobs():
 def test_engine_adding_a_node_starts_the_second_job():
     # Base: cycle 1 binds p0; cycle 2 (p0 running) changes nothing -> 2 cycles, 1 started, 1 pending, 4/4 GPUs.
     # One more node: cycle 1 binds both; cycle 2 changes nothing -> 2 started, 0 pending, 8/8 GPUs.
-    diff = run_whatif(two_big_jobs(), WhatIf(nodes={"a": 1}))
+    snap = two_big_jobs()
+    before = snapshot_to_dict(snap)
+    diff = run_whatif(snap, WhatIf(nodes={"a": 1}))
+    assert snapshot_to_dict(snap) == before  # neither side's cycles touched the input
+    assert [n.name for n in diff.modified.nodes] == ["a1", "a-whatif-1"]
     assert (diff.before.cycles_run, diff.after.cycles_run) == (2, 2)
     assert (diff.before.started, diff.before.pending) == ({"q": 1}, {"q": 1})
     assert (diff.after.started, diff.after.pending) == ({"q": 2}, {"q": 0})
