@@ -34,6 +34,11 @@ def test_real_values_are_not_sentinels(raw):
     assert not V.is_sentinel(raw)
 
 
+def test_vectorised_sentinel_mask_agrees():
+    values = [9223372036854775794, 140737488355329.0, 2147483633, float("inf"), 0, 81920, 0.412, 20971520000]
+    assert V.sentinel_mask(values).tolist() == [V.is_sentinel(v) for v in values] == [True] * 4 + [False] * 4
+
+
 def test_detect_legacy_with_exported_labels():
     names = ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK"]
     labels = ["Hostname", "UUID", "gpu", "modelName", "pod", "namespace", "container", "exported_pod",

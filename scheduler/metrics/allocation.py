@@ -88,11 +88,13 @@ def _per_device_share(task: Task, node: Optional[Node]) -> tuple[float, float]:
     return float(task.gpu), float(task.gpu) * node_mem
 
 
-def gpu_inventory(snapshot: Snapshot) -> pd.DataFrame:
-    """One row per GPU device in the snapshot: node, gpu_index, uuid, model, memory_total_mib."""
-    rows = [(n.name, i, gpu_uuid(n.name, i), n.gpu_model, float(n.gpu_memory_mib))
-            for n in snapshot.nodes for i in range(n.gpus)]
-    return pd.DataFrame(rows, columns=["node", "gpu_index", "uuid", "model", "memory_total_mib"])
+def gpu_inventory(snapshot: Snapshot, with_uuid: bool = True) -> pd.DataFrame:
+    """One row per GPU device in the snapshot: node, gpu_index, [uuid (simulated),] model, memory_total_mib."""
+    rows = [(n.name, i, n.gpu_model, float(n.gpu_memory_mib)) for n in snapshot.nodes for i in range(n.gpus)]
+    frame = pd.DataFrame(rows, columns=["node", "gpu_index", "model", "memory_total_mib"])
+    if with_uuid:
+        frame.insert(2, "uuid", [gpu_uuid(n, i) for n, i in zip(frame["node"], frame["gpu_index"])])
+    return frame
 
 
 def group_indices_from_tasks(snapshot: Snapshot) -> dict[tuple[str, str], int]:

@@ -32,7 +32,13 @@ import pandas as pd
 
 from ..model import Snapshot
 from . import variants as V
-from .allocation import gpu_inventory, is_reservation_pod, reservation_group_index, slices
+from .allocation import (
+    RESERVATION_NAMESPACE,
+    RESERVATION_POD_PREFIX,
+    gpu_inventory,
+    reservation_group_index,
+    slices,
+)
 
 GpuKey = tuple[str, int]
 
@@ -70,28 +76,29 @@ def _name_index(variant: V.DetectedVariant) -> dict[str, tuple[str, float]]:
     return {spec.name: (field, spec.scale) for field, spec in variant.metrics.items()}
 
 
-def _label(labels: dict, variant: V.DetectedVariant, canonical: str) -> str:
-    name = variant.label(canonical)
-    return labels.get(name, "") if name else ""
-
-
 def _sample_rows(items: Iterable[tuple[str, dict, float]], variant: V.DetectedVariant) -> pd.DataFrame:
     names = _name_index(variant)
+    keys = [variant.label(c) or "\0absent" for c in
+            ("host", "gpu", "uuid", "model", "pod", "namespace", "container", "pod_uid", "mig_instance")]
+    k_host, k_gpu, k_uuid, k_model, k_pod, k_ns, k_cont, k_uid, k_mig = keys
     rows = []
+    append = rows.append
     for metric, labels, raw in items:
-        if metric not in names:
+        hit = names.get(metric)
+        if hit is None:
             continue
-        field, scale = names[metric]
-        gpu = _label(labels, variant, "gpu")
-        host = _label(labels, variant, "host")
+        gpu = labels.get(k_gpu, "")
+        host = labels.get(k_host, "")
         if not gpu.isdigit() or not host:
             continue
-        value = np.nan if V.is_sentinel(raw) else float(raw) * scale
-        rows.append((host, int(gpu), _label(labels, variant, "uuid"), _label(labels, variant, "model"), field,
-                     value, _label(labels, variant, "pod"), _label(labels, variant, "namespace"),
-                     _label(labels, variant, "container"), _label(labels, variant, "pod_uid"),
-                     _label(labels, variant, "mig_instance")))
-    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype({"gpu_index": "int64", "value": "float64"})
+        append((host, int(gpu), labels.get(k_uuid, ""), labels.get(k_model, ""), hit[0], raw,
+                labels.get(k_pod, ""), labels.get(k_ns, ""), labels.get(k_cont, ""), labels.get(k_uid, ""),
+                labels.get(k_mig, ""), hit[1]))
+    frame = pd.DataFrame(rows, columns=SAMPLE_COLUMNS + ["scale"]).astype(
+        {"gpu_index": "int64", "value": "float64", "scale": "float64"})
+    raw = frame["value"].to_numpy()
+    frame["value"] = np.where(V.sentinel_mask(raw), np.nan, raw * frame["scale"].to_numpy())
+    return frame.drop(columns=["scale"])
 
 
 def samples_from_vector(result: list[dict], variant: V.DetectedVariant) -> pd.DataFrame:
@@ -168,7 +175,7 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
     no slice, yet memory used above ``in_use_memory_mib`` or utilisation at or above the threshold.
     ``info``, when given, receives counts of series dropped (unknown hosts, MIG instances).
     """
-    inv = gpu_inventory(snapshot).drop(columns=["uuid"]).rename(columns={"memory_total_mib": "memory_total_mib_snapshot"})
+    inv = gpu_inventory(snapshot, with_uuid=False).rename(columns={"memory_total_mib": "memory_total_mib_snapshot"})
     info = info if info is not None else {}
     s = samples.copy()
     host_map = _match_hosts(s["host"].unique(), (n.name for n in snapshot.nodes))
@@ -177,7 +184,8 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
     info["mig_series"] = int((s["mig"] != "").sum())
     s = s[s["node"].notna() & (s["mig"] == "")]
     s["has_pod"] = s["pod"] != ""
-    s["is_reservation"] = [is_reservation_pod(ns, p) for ns, p in zip(s["namespace"], s["pod"])]
+    s["is_reservation"] = (s["pod"].str.startswith(RESERVATION_POD_PREFIX)
+                           & s["namespace"].isin(["", RESERVATION_NAMESPACE]))  # = allocation.is_reservation_pod
     s["priority"] = np.where(~s["has_pod"], 0, np.where(s["is_reservation"], 1, 2))
 
     # 1. device values

@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+import numpy as np
+
 # ------------------------------------------------------------------------------------------ canonical fields
 
 FB_USED = "fb_used_mib"
@@ -151,6 +153,12 @@ def is_sentinel(value: float) -> bool:
     if math.isnan(value) or math.isinf(value):
         return True
     return value in DCGM_SENTINELS or value >= float(_INT64_BLANK)
+
+
+def sentinel_mask(values: np.ndarray) -> np.ndarray:
+    """Vectorised :func:`is_sentinel` over a float array."""
+    values = np.asarray(values, dtype="float64")
+    return ~np.isfinite(values) | np.isin(values, DCGM_SENTINELS) | (values >= float(_INT64_BLANK))
 
 
 # ------------------------------------------------------------------------------------------ exporter variants

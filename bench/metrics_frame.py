@@ -1,0 +1,75 @@
+"""GPU-metrics benchmark: simulated exporter exposition and the per-GPU frame on a large cluster.
+
+    python -m bench.metrics_frame                   # 4,000 nodes x 8 GPUs
+    python -m bench.metrics_frame --nodes 500 --repeat 5
+
+The cluster: every node's GPUs 0-5 held whole by 1-GPU pods, GPU 6 shared by three fractional pods
+(0.5 + 0.25 + 0.25), GPU 7 free; every pod has usage. Stages: ``simulate`` (values per GPU), ``render``
+(exposition text), ``samples`` (a Prometheus instant-vector built from the text -> samples, what the reader
+does with a query result), ``frame`` (build_gpu_frame). Medians over ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.metrics import variants as V
+from scheduler.metrics.dcgm import build_gpu_frame, samples_from_vector
+from scheduler.metrics.exporter import render_exposition, simulate_gpus
+from scheduler.model import Job, Node, Queue, QueueResource, Snapshot, Task, TaskUsage
+
+
+def cluster(nodes: int) -> Snapshot:
+    snap = Snapshot(queues=[Queue(name="q", gpu=QueueResource(quota=-1))])
+    for n in range(nodes):
+        name = f"node-{n:05d}"
+        snap.nodes.append(Node(name=name, gpus=8, gpu_memory_mib=81920, gpu_model="H100", cpu_millis=192000,
+                               memory_bytes=2**41))
+        tasks = [Task(name=f"{name}-w{i}", gpu=1, status="running", node=name, gpu_indices=[i],
+                      usage=TaskUsage(40000 + i, 0.5)) for i in range(6)]
+        tasks += [Task(name=f"{name}-f{k}", gpu=share, status="running", node=name, gpu_groups=[f"{name}-g6"],
+                       gpu_indices=[6], usage=TaskUsage(10000, 0.2)) for k, share in enumerate((0.5, 0.25, 0.25))]
+        snap.jobs.append(Job(name=f"job-{name}", queue="q", tasks=tasks))
+    return snap
+
+
+def run(nodes: int, repeat: int) -> None:
+    snap = cluster(nodes)
+    variant = V.EXPORTER_VARIANTS["classic"]
+    detected = V.variant_for_exporter(variant)
+    timings: dict[str, list[float]] = {"simulate": [], "render": [], "samples": [], "frame": []}
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        gpus = simulate_gpus(snap)
+        t1 = time.perf_counter()
+        text = render_exposition(gpus, variant)
+        t2 = time.perf_counter()
+        vector = [{"metric": {"__name__": s.name, **s.labels}, "value": [0, repr(s.value)]}
+                  for f in text_string_to_metric_families(text) for s in f.samples]
+        t3 = time.perf_counter()
+        samples = samples_from_vector(vector, detected)
+        t4 = time.perf_counter()
+        frame = build_gpu_frame(snap, samples)
+        t5 = time.perf_counter()
+        for key, dt in zip(timings, (t1 - t0, t2 - t1, t4 - t3, t5 - t4)):
+            timings[key].append(dt)
+    print(f"{nodes} nodes x 8 GPUs, {len(samples)} series, {len(frame)} frame rows, "
+          f"{len(text) / 1e6:.1f} MB exposition (parse into a vector not timed)")
+    for key, values in timings.items():
+        print(f"  {key:9s} median {statistics.median(values) * 1000:8.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=4000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    run(args.nodes, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
