@@ -1,0 +1,166 @@
+"""Feeds: the live loop's view of a source — each tick, the snapshot a session ran on and its result.
+
+A feed wraps one of ``scheduler.sources`` behind one call, so the loop does not care where snapshots come
+from: ``tick(schedule) -> (snapshot, result)``, where ``schedule`` is the engine's ``run_session`` (the loop
+passes it in so it can time and guard it).
+
+* :class:`Feed` — a fixed snapshot (our file or a KAI zip): scheduled once, static.
+* :class:`KubeFeed` — a live cluster, read-only: shadow scheduling of what KAI would do next.
+* :class:`SimFeed` — the embedded synthetic scenario (or a trace replay) run by
+  :class:`scheduler.simulate.Simulator`: decisions happen (binding → running, evictions), jobs complete
+  after ``duration_s``, new jobs arrive; one scheduling cycle per tick.
+
+No Panel import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+from scheduler.errors import SourceError
+from scheduler.model import Snapshot
+
+from .options import SourceOptions
+
+Schedule = Callable[[Snapshot], Any]
+
+
+class Feed:
+    """A fixed snapshot, scheduled once (``static``)."""
+
+    kind = "snapshot"
+    static = True
+
+    def __init__(self, snapshot: Snapshot, label: str = "snapshot"):
+        self._snapshot = snapshot
+        self.label = label
+
+    def snapshot(self) -> Snapshot:
+        """The snapshot the next session runs on."""
+        return self._snapshot
+
+    def tick(self, schedule: Schedule) -> tuple[Snapshot, Any]:
+        """Run one session; returns ``(input snapshot, result)``; both are safe to keep (never mutated later)."""
+        snap = self.snapshot()
+        return snap, schedule(snap)
+
+    def status(self) -> str:
+        return f"static: {self.label}"
+
+    def close(self) -> None:
+        """Release connections (kube watches); nothing for in-memory feeds."""
+
+
+class KubeFeed(Feed):
+    """A live cluster through ``scheduler.sources.kube.KubeSource``: read-only shadow scheduling."""
+
+    kind = "kube"
+    static = False
+
+    def __init__(self, context: str = ""):
+        from scheduler.sources.kube import KubeSource
+
+        self.source = KubeSource(context=context or None)
+        self.source.start() if hasattr(self.source, "start") else None
+        self.label = f"kube {context or '(current context)'}"
+
+    def snapshot(self) -> Snapshot:
+        return self.source.snapshot()
+
+    def status(self) -> str:
+        st = getattr(self.source, "status", None)
+        st = st() if callable(st) else st
+        return f"{self.label}: {st}" if st else self.label
+
+    def close(self) -> None:
+        for name in ("close", "stop"):
+            fn = getattr(self.source, name, None)
+            if callable(fn):
+                fn()
+                return
+
+
+class SimFeed(Feed):
+    """A simulated cluster: the :class:`~scheduler.simulate.Simulator` applies each cycle's decisions.
+
+    One tick = one scheduling cycle, ``step_s`` cluster seconds after the previous one. The simulator owns
+    and mutates its live snapshot, so the feed hands the loop copies: the session's input (for why-pending
+    explanations) and the post-decision state.
+    """
+
+    kind = "sim"
+    static = False
+
+    def __init__(self, snapshot: Snapshot, arrivals: Optional[list] = None, step_s: float = 30.0,
+                 label: str = "simulated cluster"):
+        from scheduler.simulate import Simulator
+
+        super().__init__(snapshot, label)
+        self.step_s = step_s
+        self._schedule: Optional[Schedule] = None
+        self._input: Optional[Snapshot] = None
+        self.sim = Simulator(snapshot, arrivals or [], period_s=step_s, fast_forward=False,
+                             session=self._session)
+        self.last_step = None
+
+    def _session(self, snap: Snapshot):
+        self._input = snap.copy()
+        return self._schedule(snap)
+
+    def tick(self, schedule: Schedule) -> tuple[Snapshot, Any]:
+        self._schedule = schedule
+        self._input = None
+        step = self.sim.step()
+        self.last_step = step
+        result = step.result
+        if result is None:
+            raise SourceError("the simulator ran no session")
+        scheduled = step.snapshot.copy()
+        result = dataclasses.replace(result, snapshot=scheduled)
+        return (self._input if self._input is not None else scheduled), result
+
+    def snapshot(self) -> Snapshot:
+        return self.sim.snapshot
+
+    def status(self) -> str:
+        s = self.sim
+        return (f"{self.label}: cycle {s.cycles_run} every {self.step_s:g} cluster-s · {s.arrived_total} arrived · "
+                f"{s.completed_total} completed · {s.evicted_total} evicted · {len(s.events)} events queued")
+
+
+def make_feed(options: SourceOptions) -> Feed:
+    """The feed for a set of options; raises ``SourceError``/``SnapshotError`` naming what is missing."""
+    if options.source == "snapshot":
+        if not options.snapshot:
+            raise SourceError("--source snapshot needs --snapshot FILE")
+        from scheduler.snapshot_io import load_snapshot
+
+        return Feed(load_snapshot(options.snapshot), label=options.label())
+    if options.source == "kube":
+        return KubeFeed(options.context)
+    step = options.sim_step_s or options.period_s
+    if options.source == "trace":
+        return _trace_feed(options, step)
+    try:
+        from scheduler.sources.synthetic import generate_scenario
+    except ImportError as exc:
+        raise SourceError(f"the synthetic scenario generator is not available ({exc}); "
+                          "start with --snapshot FILE instead") from exc
+    scenario = generate_scenario(seed=options.seed, nodes=options.nodes)
+    return SimFeed(scenario.snapshot, list(getattr(scenario, "arrivals", None) or []), step_s=step,
+                   label=options.label())
+
+
+def _trace_feed(options: SourceOptions, step: float) -> Feed:
+    """Alibaba trace replay (FGD protocol order): the GPU node list, pods arriving one after another."""
+    from scheduler.sources import trace
+
+    nodes = trace.load_nodes()
+    pods = trace.load_pods("default")
+    snap = trace.trace_to_snapshot(nodes)
+    jobs = trace.trace_to_snapshot(nodes.iloc[:0], pods)
+    snap.queues = jobs.queues
+    gap = step / 10.0   # ten pods per cycle: the trace has no times, only an order
+    arrivals = [((i + 1) * gap, job) for i, job in enumerate(jobs.jobs)]
+    return SimFeed(snap, arrivals, step_s=step, label=options.label())

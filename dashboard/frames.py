@@ -1,0 +1,492 @@
+"""Pure table builders: snapshot + engine result (+ GPU metrics) → the pandas frames the views show.
+
+No Panel import and no scheduling logic: every number here is read from the engine's ``ScheduleResult``
+(``queue_stats``, ``jobs``), from the snapshot (tasks, nodes) or from the DCGM frame, so a view's table can be
+checked against the engine in a unit test. Column names carry their units where a number could be read two
+ways (``gpu_memory_mib``, ``wait_s``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Optional
+
+import numpy as np
+import pandas as pd
+
+from scheduler.model import ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task
+
+EPS = 1e-6
+IDLE_UTIL_PCT = 5.0
+"""A GPU with something allocated and utilisation below this (percent) counts as idle-but-allocated."""
+
+SLICE_STATUSES = ("running", "binding", "releasing", "pipelined")
+"""Tasks drawn on the GPU grid: what holds (or is about to hold) a device."""
+
+
+# ------------------------------------------------------------------------------------------------ queues
+
+QUEUE_COLUMNS = ["queue", "parent", "depth", "label", "leaf", "priority", "quota", "limit", "over_quota_weight",
+                 "deserved", "fair_share", "allocated", "allocated_non_preemptible", "requested", "ratio",
+                 "borrowed", "reclaimable", "starved_by", "running_jobs", "pending_jobs", "state"]
+
+
+def queue_order(snapshot: Snapshot) -> list[tuple[str, int]]:
+    """Queues depth-first (parents before children, siblings by name) with their depth."""
+    children = snapshot.children()
+    names = {q.name for q in snapshot.queues}
+    out: list[tuple[str, int]] = []
+    seen: set[str] = set()
+
+    def walk(parent: Optional[str], depth: int) -> None:
+        for q in sorted(children.get(parent, []), key=lambda q: q.name):
+            if q.name in seen:
+                continue
+            seen.add(q.name)
+            out.append((q.name, depth))
+            walk(q.name, depth + 1)
+
+    walk(None, 0)
+    # Queues whose parent does not exist (bad input) are shown at top level rather than dropped.
+    for q in snapshot.queues:
+        if q.name not in seen and q.parent not in names:
+            seen.add(q.name)
+            out.append((q.name, 0))
+            walk(q.name, 1)
+    return out
+
+
+def queue_stats_of(snapshot: Snapshot, result: Any, resource: str = "gpu") -> dict[str, dict[str, float]]:
+    """``{queue: {deserved, fair_share, allocated, requested, limit, ...}}`` for one resource.
+
+    The engine's ``result.queue_stats`` when there is a result; otherwise the fair-share calculator on the
+    snapshot alone (the numbers KAI's proportion plugin computes at session open).
+    """
+    stats = getattr(result, "queue_stats", None)
+    if stats:
+        return {q: dict(per.get(resource, {})) for q, per in stats.items()}
+    from scheduler.fairshare import compute_fair_share
+
+    return {q: per[resource].as_dict() for q, per in compute_fair_share(snapshot).items()}
+
+
+def _job_counts(snapshot: Snapshot) -> tuple[dict[str, int], dict[str, int]]:
+    parent_of = {q.name: q.parent for q in snapshot.queues}
+    running: dict[str, int] = {}
+    pending: dict[str, int] = {}
+    for job in snapshot.jobs:
+        statuses = {t.status for t in job.tasks}
+        target = running if statuses & ALLOCATED_STATUSES else pending if "pending" in statuses else None
+        if target is None:
+            continue
+        cur, seen = job.queue, set()
+        while cur is not None and cur not in seen:  # roll up to every ancestor
+            seen.add(cur)
+            target[cur] = target.get(cur, 0) + 1
+            cur = parent_of.get(cur)
+    return running, pending
+
+
+def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -> pd.DataFrame:
+    """One row per queue, depth-first: configuration, the deserved → fair share → allocated → requested
+    chain, KAI's queue-order ratio (allocated / fair share) and the borrowing / reclaimable / starved state.
+
+    * ``borrowed`` = allocated above deserved (over-quota use; 0 for unlimited quotas).
+    * ``reclaimable`` = preemptible allocation above fair share: what reclaim may take back for others.
+    * ``starved_by`` = how far allocation is below ``min(fair share, requested)`` while a job of the subtree
+      waits: demand it is entitled to but does not get.
+    """
+    stats = queue_stats_of(snapshot, result, resource)
+    qmap = snapshot.queue_map()
+    parents = {q.parent for q in snapshot.queues if q.parent}
+    running, pending = _job_counts(snapshot)
+    rows = []
+    for name, depth in queue_order(snapshot):
+        q = qmap[name]
+        cfg = q.resource(resource)
+        s = stats.get(name, {})
+        deserved = float(s.get("deserved", cfg.quota))
+        fair = float(s.get("fair_share", math.nan))
+        alloc = float(s.get("allocated", math.nan))
+        alloc_np = float(s.get("allocated_non_preemptible", 0.0))
+        req = float(s.get("requested", math.nan))
+        borrowed = max(0.0, alloc - deserved) if deserved != UNLIMITED and not math.isnan(alloc) else 0.0
+        reclaimable = max(0.0, min(alloc - fair, alloc - alloc_np)) if not math.isnan(fair) else 0.0
+        # Starved needs a waiting job: requested counts gpu-memory requests at the smallest node's GPU memory,
+        # so a queue whose jobs all run can look "below" its request without anything waiting.
+        starved = (max(0.0, min(fair, req) - alloc) if pending.get(name, 0) and not (math.isnan(fair) or math.isnan(req))
+                   else 0.0)
+        ratio = alloc / fair if fair and fair > EPS and not math.isnan(alloc) else (math.inf if alloc > EPS else 0.0)
+        if starved > EPS:
+            state = "starved"
+        elif reclaimable > EPS:
+            state = "reclaimable"
+        elif borrowed > EPS:
+            state = "borrowing"
+        elif req > EPS and not math.isnan(req):
+            state = "ok"
+        else:
+            state = "idle"
+        label = ("\u2003" * depth + ("\u2514 " if depth else "") + name)
+        rows.append({
+            "queue": name, "parent": q.parent or "", "depth": depth, "label": label, "leaf": name not in parents,
+            "priority": q.priority, "quota": cfg.quota, "limit": cfg.limit, "over_quota_weight": cfg.over_quota_weight,
+            "deserved": deserved, "fair_share": fair, "allocated": alloc, "allocated_non_preemptible": alloc_np,
+            "requested": req, "ratio": ratio, "borrowed": borrowed, "reclaimable": reclaimable,
+            "starved_by": starved, "running_jobs": running.get(name, 0), "pending_jobs": pending.get(name, 0),
+            "state": state,
+        })
+    return pd.DataFrame(rows, columns=QUEUE_COLUMNS)
+
+
+# -------------------------------------------------------------------------------------------------- jobs
+
+JOB_COLUMNS = ["job", "queue", "priority", "preemptible", "status", "tasks", "running_tasks", "pending_tasks",
+               "gpus", "nodes", "age_s", "reason"]
+
+
+def job_status(statuses: Iterable[str]) -> str:
+    """A job's one-word status from its tasks' statuses (the most telling one wins)."""
+    s = set(statuses)
+    for status in ("releasing", "binding", "pipelined"):
+        if status in s:
+            return status
+    if "running" in s:
+        return "running" if "pending" not in s else "partial"
+    if "pending" in s:
+        return "pending"
+    return next(iter(s), "empty")
+
+
+def job_gpus(job, node_mem: Mapping[str, float], default_mem: float = 0.0) -> float:
+    """GPU devices the job's tasks request (fractions counted on their node, else on ``default_mem``)."""
+    return float(sum(t.gpus_on(node_mem.get(t.node, default_mem)) for t in job.tasks if t.is_gpu))
+
+
+def jobs_frame(snapshot: Snapshot, result: Any = None, queues: Optional[Iterable[str]] = None) -> pd.DataFrame:
+    """One row per job (optionally only jobs of ``queues``) with status, GPUs, nodes and the engine's reason."""
+    node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
+    default_mem = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpus and n.gpu_memory_mib), default=0.0)
+    wanted = set(queues) if queues is not None else None
+    decisions = getattr(result, "jobs", None) or {}
+    rows = []
+    for job in snapshot.jobs:
+        if wanted is not None and job.queue not in wanted:
+            continue
+        statuses = [t.status for t in job.tasks]
+        dec = decisions.get(job.key)
+        rows.append({
+            "job": job.key, "queue": job.queue, "priority": job.priority, "preemptible": job.is_preemptible,
+            "status": job_status(statuses), "tasks": len(job.tasks),
+            "running_tasks": sum(s in ALLOCATED_STATUSES for s in statuses),
+            "pending_tasks": sum(s == "pending" for s in statuses),
+            "gpus": round(job_gpus(job, node_mem, default_mem), 4),
+            "nodes": ",".join(sorted({t.node for t in job.tasks if t.node})),
+            "age_s": max(0.0, snapshot.time - job.creation_time),
+            "reason": (dec.reason or "") if dec is not None else "",
+        })
+    return pd.DataFrame(rows, columns=JOB_COLUMNS)
+
+
+# ----------------------------------------------------------------------------------------------- pending
+
+PENDING_COLUMNS = ["job", "queue", "priority", "pending_tasks", "min_available", "gpus_requested", "wait_s",
+                   "reason", "message", "counterfactual", "queue_allocated", "queue_fair_share", "queue_limit"]
+
+
+def _explanation_fields(exp: Any) -> dict:
+    """Reason / message / counterfactual from an explanation object or dict (explain.py's record)."""
+    if exp is None:
+        return {}
+    if isinstance(exp, Mapping):
+        get = exp.get
+    else:
+        def get(key, default=None):
+            return getattr(exp, key, default)
+    cf = get("counterfactual")
+    if cf is not None and not isinstance(cf, str):
+        cf = getattr(cf, "text", None) or getattr(cf, "message", None) or str(cf)
+    return {k: v for k, v in (("reason", get("reason")), ("message", get("message")), ("counterfactual", cf))
+            if v is not None}
+
+
+def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional[Mapping[str, Any]] = None,
+                  resource: str = "gpu") -> pd.DataFrame:
+    """Every job with a pending task, longest wait first: the engine's reason and message, the explainer's
+    counterfactual, and the queue numbers behind the reason."""
+    decisions = getattr(result, "jobs", None) or {}
+    explanations = explanations or {}
+    stats = queue_stats_of(snapshot, result, resource) if snapshot.queues else {}
+    node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
+    default_mem = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpus and n.gpu_memory_mib), default=0.0)
+    rows = []
+    for job in snapshot.jobs:
+        waiting = [t for t in job.tasks if t.status == "pending"]
+        if not waiting:
+            continue
+        dec = decisions.get(job.key)
+        fields = {"reason": "", "message": "", "counterfactual": ""}
+        if dec is not None:
+            fields.update(reason=dec.reason or "", message=dec.message or "")
+        fields.update(_explanation_fields(explanations.get(job.key)))
+        qs = stats.get(job.queue, {})
+        rows.append({
+            "job": job.key, "queue": job.queue, "priority": job.priority, "pending_tasks": len(waiting),
+            "min_available": job.min_available,
+            "gpus_requested": round(float(sum(t.gpus_on(node_mem.get(t.node, default_mem)) for t in waiting
+                                              if t.is_gpu)), 4),
+            "wait_s": max(0.0, snapshot.time - job.creation_time), **fields,
+            "queue_allocated": qs.get("allocated", math.nan), "queue_fair_share": qs.get("fair_share", math.nan),
+            "queue_limit": qs.get("limit", math.nan),
+        })
+    frame = pd.DataFrame(rows, columns=PENDING_COLUMNS)
+    return frame.sort_values(["wait_s", "job"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+# -------------------------------------------------------------------------------------------------- GPUs
+
+SLICE_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "task", "job", "queue", "status", "share", "offset",
+                 "gpu_memory_mib", "memory_share_mib", "memory_used_mib", "gpu_util", "over_share"]
+GPU_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "allocated", "slices", "memory_used_mib",
+               "gpu_memory_mib", "gpu_util", "idle_allocated", "over_share", "busy_unallocated"]
+
+
+def _device_shares(task: Task, node: Node) -> float:
+    """The fraction of one device each of the task's devices holds (1 for whole-GPU tasks)."""
+    if not task.is_fractional:
+        return 1.0
+    return task.gpus_on(node.gpu_memory_mib) / max(1, task.gpu_devices)
+
+
+def _device_count(task: Task) -> int:
+    return max(1, task.gpu_devices) if task.is_fractional else max(1, int(math.ceil(task.gpu - EPS)))
+
+
+def _assign_devices(node: Node, tasks: list[tuple[Any, Task]]) -> list[tuple[Any, Task, list[int], float]]:
+    """Device indices for each task on a node: its recorded ``gpu_indices``, else a free device.
+
+    Sources that know only GPU groups (not indices) still get a faithful picture: tasks of one
+    ``gpu_group`` share the device chosen for the first of them.
+    """
+    free = np.ones(max(node.gpus, 0))
+    group_dev: dict[str, int] = {}
+    out = []
+    placed_later = []
+    for job, t in tasks:
+        share = _device_shares(t, node)
+        n = _device_count(t)
+        if t.gpu_indices:
+            idx = [i for i in t.gpu_indices if 0 <= i < node.gpus][:n] or list(t.gpu_indices[:n])
+            for i, g in zip(idx, t.gpu_groups or []):
+                group_dev.setdefault(g, i)
+            for i in idx:
+                if 0 <= i < len(free):
+                    free[i] -= share
+            out.append((job, t, idx, share))
+        else:
+            placed_later.append((job, t, share, n))
+    for job, t, share, n in placed_later:
+        idx: list[int] = []
+        for g in t.gpu_groups:
+            if g in group_dev:
+                idx.append(group_dev[g])
+        while len(idx) < n and len(free):
+            cand = [i for i in np.argsort(-free, kind="stable") if i not in idx and free[i] >= share - EPS]
+            pick = int(cand[0]) if cand else int(np.argmax(free))
+            idx.append(pick)
+            if pick in idx[:-1]:
+                break
+        for g, i in zip(t.gpu_groups, idx):
+            group_dev.setdefault(g, i)
+        for i in idx:
+            free[i] -= share
+        out.append((job, t, idx, share))
+    return out
+
+
+def _usage_lookup(gpu_frame: Optional[pd.DataFrame]) -> dict[tuple, dict]:
+    """Per-pod measured usage keyed by ``(node, gpu_index, task)`` from a DCGM frame, if it has pod rows."""
+    if gpu_frame is None or not len(gpu_frame):
+        return {}
+    cols = set(gpu_frame.columns)
+    pod_col = next((c for c in ("task", "pod") if c in cols), None)
+    if pod_col is None or "node" not in cols or "gpu_index" not in cols:
+        return {}
+    out = {}
+    mem_col = next((c for c in ("memory_used_mib", "fb_used_mib", "gpu_memory_used_mib") if c in cols), None)
+    for rec in gpu_frame.to_dict("records"):
+        key = (rec["node"], int(rec["gpu_index"]) if rec["gpu_index"] == rec["gpu_index"] else -1, rec[pod_col])
+        out[key] = {"memory_used_mib": rec.get(mem_col) if mem_col else None, "gpu_util": rec.get("gpu_util")}
+    return out
+
+
+def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """One row per (node, GPU, task) slice: who holds which share of each device, and what it really uses.
+
+    Measured usage comes from the DCGM frame where it has per-pod rows, else from the task's own ``usage``
+    (simulated scenarios). ``over_share`` marks a pod using more GPU memory than its share (KAI does not
+    isolate GPU memory: neighbours risk out-of-memory).
+    """
+    by_node: dict[str, list] = {}
+    for job, t in snapshot.iter_tasks():
+        if t.status in SLICE_STATUSES and t.node and t.is_gpu:
+            by_node.setdefault(t.node, []).append((job, t))
+    usage = _usage_lookup(gpu_frame)
+    rows = []
+    for node in snapshot.nodes:
+        tasks = by_node.get(node.name)
+        if not tasks or node.gpus <= 0:
+            continue
+        offsets = np.zeros(node.gpus)
+        for job, t, idx, share in _assign_devices(node, tasks):
+            n_dev = max(1, len(idx))
+            for i in idx:
+                if not 0 <= i < node.gpus:
+                    continue
+                measured = usage.get((node.name, i, t.name)) or {}
+                mem_used = measured.get("memory_used_mib")
+                util = measured.get("gpu_util")
+                if mem_used is None and t.usage is not None:
+                    mem_used = t.usage.gpu_memory_mib / n_dev
+                if util is None and t.usage is not None:
+                    util = t.usage.gpu_util
+                mem_share = share * node.gpu_memory_mib
+                rows.append({
+                    "node": node.name, "pool": node.pool, "gpu_model": node.gpu_model or "", "gpu_index": i,
+                    "task": t.name, "job": job.key, "queue": job.queue, "status": t.status, "share": share,
+                    "offset": offsets[i], "gpu_memory_mib": node.gpu_memory_mib, "memory_share_mib": mem_share,
+                    "memory_used_mib": math.nan if mem_used is None else float(mem_used),
+                    "gpu_util": math.nan if util is None else float(util),
+                    "over_share": bool(mem_used is not None and share < 1 - EPS and mem_used > mem_share + EPS),
+                })
+                offsets[i] += share
+    return pd.DataFrame(rows, columns=SLICE_COLUMNS)
+
+
+def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
+                          gpu_frame: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """One row per physical GPU: allocated share, slices, measured memory and utilisation, and flags.
+
+    Device-level measurements (DCGM per-GPU rows) win over the sum of per-pod values. ``idle_allocated``: an
+    allocated device below :data:`IDLE_UTIL_PCT` utilisation; ``busy_unallocated``: a device in use with
+    nothing allocated.
+    """
+    nodes = [n for n in snapshot.nodes if n.gpus > 0]
+    if not nodes:
+        return pd.DataFrame(columns=GPU_COLUMNS)
+    base = pd.DataFrame({
+        "node": np.repeat([n.name for n in nodes], [n.gpus for n in nodes]),
+        "pool": np.repeat([n.pool for n in nodes], [n.gpus for n in nodes]),
+        "gpu_model": np.repeat([n.gpu_model or "" for n in nodes], [n.gpus for n in nodes]),
+        "gpu_index": np.concatenate([np.arange(n.gpus) for n in nodes]),
+        "gpu_memory_mib": np.repeat([n.gpu_memory_mib for n in nodes], [n.gpus for n in nodes]),
+    })
+    held = slices[slices["status"].isin(("running", "binding", "releasing"))] if len(slices) else slices
+    if len(held):
+        agg = held.groupby(["node", "gpu_index"], sort=False).agg(
+            allocated=("share", "sum"), slices=("task", "count"),
+            memory_used_mib=("memory_used_mib", lambda s: s.sum(min_count=1)),
+            gpu_util=("gpu_util", lambda s: s.sum(min_count=1)),
+            over_share=("over_share", "any")).reset_index()
+        base = base.merge(agg, on=["node", "gpu_index"], how="left")
+    else:
+        for c in ("allocated", "slices", "memory_used_mib", "gpu_util", "over_share"):
+            base[c] = np.nan
+    base["allocated"] = base["allocated"].fillna(0.0).clip(upper=1.0)
+    base["slices"] = base["slices"].fillna(0).astype(int)
+    base["over_share"] = base["over_share"].fillna(False).astype(bool)
+    if gpu_frame is not None and len(gpu_frame) and {"node", "gpu_index"} <= set(gpu_frame.columns):
+        dev = gpu_frame
+        if "task" in dev.columns or "pod" in dev.columns:
+            pod_col = "task" if "task" in dev.columns else "pod"
+            dev = dev[dev[pod_col].isna()] if dev[pod_col].isna().any() else dev.iloc[0:0]
+        if len(dev):
+            dev = dev.drop_duplicates(["node", "gpu_index"]).set_index(["node", "gpu_index"])
+            key = pd.MultiIndex.from_frame(base[["node", "gpu_index"]])
+            for col in ("gpu_util", "memory_used_mib"):
+                if col in dev.columns:
+                    measured = dev[col].reindex(key).to_numpy(float)
+                    base[col] = np.where(np.isnan(measured), base[col].to_numpy(float), measured)
+    base["gpu_util"] = base["gpu_util"].astype(float).clip(upper=100.0)
+    base["idle_allocated"] = (base["allocated"] > EPS) & (base["gpu_util"] < IDLE_UTIL_PCT)
+    base["busy_unallocated"] = (base["allocated"] <= EPS) & (base["gpu_util"] >= IDLE_UTIL_PCT)
+    return base[GPU_COLUMNS]
+
+
+# ---------------------------------------------------------------------------------------------- overview
+
+def overview_numbers(snapshot: Snapshot, result: Any = None, gpus: Optional[pd.DataFrame] = None) -> dict:
+    """Cluster totals for the overview: GPUs, allocated, used per DCGM, idle-but-allocated, jobs."""
+    ready = [n for n in snapshot.nodes if n.ready]
+    total = float(sum(n.gpus for n in ready))
+    node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
+    allocated = float(sum(t.gpus_on(node_mem.get(t.node, 0.0)) for _, t in snapshot.iter_tasks()
+                          if t.status in ALLOCATED_STATUSES and t.is_gpu))
+    running = pending = 0
+    for job in snapshot.jobs:
+        st = {t.status for t in job.tasks}
+        running += bool(st & ALLOCATED_STATUSES)
+        pending += "pending" in st
+    used = idle = over = busy_unalloc = math.nan
+    if gpus is not None and len(gpus):
+        if gpus["gpu_util"].notna().any():
+            used = float(gpus["gpu_util"].fillna(0).sum() / 100.0)
+            idle = int(gpus["idle_allocated"].sum())
+            busy_unalloc = int(gpus["busy_unallocated"].sum())
+        over = int(gpus["over_share"].sum())
+    evicted = len(getattr(result, "evicted", None) or [])
+    started = 0
+    if result is not None:
+        started = sum(1 for d in (getattr(result, "tasks", None) or {}).values()
+                      if d.status in ("binding", "pipelined"))
+    return {"nodes": len(snapshot.nodes), "nodes_ready": len(ready), "gpus_total": total,
+            "gpus_allocated": allocated, "allocation_pct": 100 * allocated / total if total else 0.0,
+            "gpus_used": used, "utilisation_pct": 100 * used / total if total and not math.isnan(used) else math.nan,
+            "gpus_idle_allocated": idle, "over_share_gpus": over, "busy_unallocated_gpus": busy_unalloc,
+            "running_jobs": running, "pending_jobs": pending, "queues": len(snapshot.queues),
+            "tasks_started": started, "tasks_evicted": evicted}
+
+
+def alerts(queues: pd.DataFrame, pending: pd.DataFrame, overview: Mapping[str, Any],
+           long_wait_s: float = 3600.0, limit: int = 8) -> list[dict]:
+    """The top alerts, most severe first: starved queues, idle-allocated GPUs, over-share pods, long waits.
+
+    Each alert is ``{severity, kind, subject, text}``; severity 2 = act now, 1 = look soon.
+    """
+    out: list[dict] = []
+    if len(queues):
+        starved = queues[(queues["starved_by"] > EPS) & queues["leaf"]].sort_values("starved_by", ascending=False)
+        for r in starved.itertuples():
+            out.append({"severity": 2, "kind": "starved", "subject": r.queue,
+                        "text": f"queue {r.queue} gets {r.allocated:g} GPU of a fair share of {r.fair_share:g} "
+                                f"with {r.requested:g} requested ({r.starved_by:g} short)"})
+    idle = overview.get("gpus_idle_allocated")
+    if isinstance(idle, (int, float)) and not math.isnan(idle) and idle > 0:
+        out.append({"severity": 1, "kind": "idle", "subject": "gpus",
+                    "text": f"{int(idle)} GPU(s) allocated but idle (<{IDLE_UTIL_PCT:g}% utilisation)"})
+    over = overview.get("over_share_gpus")
+    if isinstance(over, (int, float)) and not math.isnan(over) and over > 0:
+        out.append({"severity": 2, "kind": "over-share", "subject": "gpus",
+                    "text": f"{int(over)} shared GPU(s) hold a pod using more memory than its share (OOM risk)"})
+    if len(pending):
+        long = pending[pending["wait_s"] > long_wait_s]
+        for r in long.head(3).itertuples():
+            out.append({"severity": 1, "kind": "long-wait", "subject": r.job,
+                        "text": f"job {r.job} ({r.queue}) waiting {format_duration(r.wait_s)}: "
+                                f"{r.reason or 'no reason yet'}"})
+    out.sort(key=lambda a: -a["severity"])
+    return out[:limit]
+
+
+def format_duration(seconds: float) -> str:
+    """``95`` → ``1m35s``; ``7200`` → ``2h00m``; ``NaN`` → ``–``."""
+    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
+        return "–"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"

@@ -1,0 +1,559 @@
+"""View models: one ``param.Parameterized`` per view, over a :class:`~dashboard.state.LiveState`.
+
+No Panel import. A model holds a view's selection and filters and turns the tick it renders into frames
+(through :mod:`dashboard.frames`); the Panel views in :mod:`dashboard.views` only draw them. Each model
+renders the tick it last ``sync()``-ed, so a session decides when to pick up a new tick (the active view,
+every period) and the loop thread never touches a session.
+
+Frames derived from a tick are cached per tick in the process (:func:`per_tick`): ten sessions on the
+same view cost one computation per tick.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Optional
+
+import pandas as pd
+import param
+
+from scheduler.model import RESOURCES
+
+from . import frames
+from .state import LiveState, Tick
+
+VIEWS = ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings")
+VIEW_TITLES = {"overview": "Overview", "queues": "Queues", "gpus": "GPUs", "pending": "Pending",
+               "whatif": "What-if", "timeline": "Timeline", "snapshot": "Snapshot", "settings": "Settings"}
+
+_CACHE: "OrderedDict[tuple, Any]" = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_ITEMS = 64
+
+
+def per_tick(tick: Optional[Tick], name: str, fn: Callable[[], Any]) -> Any:
+    """``fn()`` computed once per (tick, name) in this process; a few recent ticks are kept."""
+    if tick is None:
+        return fn()
+    key = (id(tick), tick.index, name)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    value = fn()
+    with _CACHE_LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > _CACHE_ITEMS:
+            _CACHE.popitem(last=False)
+    return value
+
+
+class Selection(param.Parameterized):
+    """What the URL carries so an on-call engineer can share a link: the view and what is selected."""
+
+    view = param.Selector(default="overview", objects=list(VIEWS))
+    queue = param.String(default="", doc="selected queue (queues view, filters)")
+    node = param.String(default="", doc="selected node (GPUs view)")
+    job = param.String(default="", doc="selected job (pending view)")
+
+    URL_PARAMS = ("view", "queue", "node", "job")
+
+    def to_query(self) -> dict[str, str]:
+        """The non-default selection as URL query parameters."""
+        return {p: getattr(self, p) for p in self.URL_PARAMS if getattr(self, p) != self.param[p].default}
+
+    def update_from_query(self, query: dict[str, str]) -> None:
+        """Apply URL query parameters (unknown views are ignored rather than failing the page)."""
+        values = {k: v for k, v in query.items() if k in self.URL_PARAMS}
+        if values.get("view") not in VIEWS:
+            values.pop("view", None)
+        self.param.update(**values)
+
+
+class ViewModel(param.Parameterized):
+    """Base: the live state, the tick being rendered, and the shared selection."""
+
+    state = param.ClassSelector(class_=LiveState, doc="the live state the loop publishes")
+    tick = param.Parameter(default=None, doc="the Tick this model renders")
+    selection = param.ClassSelector(class_=Selection)
+
+    def __init__(self, state: LiveState, selection: Optional[Selection] = None, **params):
+        super().__init__(state=state, selection=selection or Selection(), **params)
+        self.tick = state.tick
+
+    def sync(self) -> bool:
+        """Pick up the latest published tick; True when it changed (views then re-render)."""
+        latest = self.state.tick
+        if latest is not self.tick:
+            self.tick = latest
+            return True
+        return False
+
+    @property
+    def snapshot(self):
+        return self.tick.scheduled if self.tick is not None else None
+
+    @property
+    def result(self):
+        return self.tick.result if self.tick is not None else None
+
+    def _cached(self, name: str, fn: Callable[[], Any]) -> Any:
+        return per_tick(self.tick, name, fn)
+
+
+def _empty(columns) -> pd.DataFrame:
+    return pd.DataFrame(columns=list(columns))
+
+
+# ------------------------------------------------------------------------------------------------ overview
+
+class OverviewModel(ViewModel):
+    """Cluster totals, top alerts and loop health."""
+
+    def numbers(self) -> dict:
+        if self.tick is None:
+            return {}
+        return self._cached("overview", lambda: frames.overview_numbers(self.snapshot, self.result,
+                                                                        gpu_table(self.tick)))
+
+    def queue_table(self) -> pd.DataFrame:
+        return queue_table(self.tick, "gpu")
+
+    def alerts(self) -> list[dict]:
+        out = []
+        if self.state.error:
+            out.append({"severity": 2, "kind": "source", "subject": self.state.source_kind,
+                        "text": f"data stale: {self.state.error}"})
+        if self.tick is None:
+            return out
+        return out + frames.alerts(queue_table(self.tick, "gpu"), pending_table(self.tick), self.numbers())
+
+    def health(self) -> dict:
+        return self.state.health()
+
+
+def queue_table(tick: Optional[Tick], resource: str = "gpu") -> pd.DataFrame:
+    """The queue frame of a tick (cached per tick)."""
+    if tick is None:
+        return _empty(frames.QUEUE_COLUMNS)
+    return per_tick(tick, f"queues:{resource}",
+                    lambda: frames.queue_frame(tick.scheduled, tick.result, resource))
+
+
+def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
+    if tick is None:
+        return _empty(frames.PENDING_COLUMNS)
+    return per_tick(tick, "pending", lambda: frames.pending_frame(tick.scheduled, tick.result, tick.explanations))
+
+
+def slices_table(tick: Optional[Tick]) -> pd.DataFrame:
+    if tick is None:
+        return _empty(frames.SLICE_COLUMNS)
+    return per_tick(tick, "slices", lambda: frames.gpu_slices_frame(tick.scheduled, tick.gpu_frame))
+
+
+def gpu_table(tick: Optional[Tick]) -> pd.DataFrame:
+    if tick is None:
+        return _empty(frames.GPU_COLUMNS)
+    return per_tick(tick, "gpus", lambda: frames.gpu_frame_from_slices(tick.scheduled, slices_table(tick),
+                                                                       tick.gpu_frame))
+
+
+def jobs_table(tick: Optional[Tick]) -> pd.DataFrame:
+    if tick is None:
+        return _empty(frames.JOB_COLUMNS)
+    return per_tick(tick, "jobs", lambda: frames.jobs_frame(tick.scheduled, tick.result))
+
+
+# -------------------------------------------------------------------------------------------------- queues
+
+class QueuesModel(ViewModel):
+    """The queue hierarchy with the deserved → fair share → allocated → requested chain per queue."""
+
+    resource = param.Selector(default="gpu", objects=list(RESOURCES))
+    only_active = param.Boolean(default=False, doc="hide queues with nothing requested")
+
+    def frame(self) -> pd.DataFrame:
+        df = queue_table(self.tick, self.resource)
+        if self.only_active and len(df):
+            df = df[(df["requested"] > 0) | (df["allocated"] > 0)]
+        return df
+
+    def descendants(self, queue: str) -> list[str]:
+        """The queue and every queue below it."""
+        snap = self.snapshot
+        if snap is None:
+            return []
+        children = snap.children()
+        out, todo = [], [queue]
+        while todo:
+            q = todo.pop()
+            if q in out:
+                continue
+            out.append(q)
+            todo.extend(c.name for c in children.get(q, []))
+        return out
+
+    def jobs(self, queue: Optional[str] = None) -> pd.DataFrame:
+        """Jobs of the selected queue's subtree (all jobs when none is selected)."""
+        queue = self.selection.queue if queue is None else queue
+        df = jobs_table(self.tick)
+        if queue:
+            df = df[df["queue"].isin(self.descendants(queue))]
+        return df.reset_index(drop=True)
+
+    def history(self, queue: Optional[str] = None) -> pd.DataFrame:
+        """The selected queue's allocated / fair share / deserved / requested over time."""
+        queue = self.selection.queue if queue is None else queue
+        df = self.state.history.queues_frame()
+        return df[df["queue"] == queue].reset_index(drop=True) if queue else df.iloc[0:0]
+
+
+# ---------------------------------------------------------------------------------------------------- GPUs
+
+class GpusModel(ViewModel):
+    """The node × GPU grid: slices per device, filters, pages for large clusters."""
+
+    colour_by = param.Selector(default="queue", objects=["queue", "utilisation", "memory"],
+                               doc="queue: who holds it; utilisation: DCGM GPU util; memory: used / share")
+    pool = param.String(default="", doc="only nodes of this pool")
+    gpu_model = param.String(default="", doc="only nodes with this GPU model")
+    queue = param.String(default="", doc="only nodes holding a slice of this queue")
+    flagged_only = param.Boolean(default=False, doc="only nodes with an idle allocation or an over-share pod")
+    page = param.Integer(default=0, bounds=(0, None))
+    page_size = param.Integer(default=128, bounds=(8, 2000))
+
+    def pools(self) -> list[str]:
+        snap = self.snapshot
+        return sorted({n.pool for n in snap.nodes if n.gpus}) if snap else []
+
+    def models(self) -> list[str]:
+        snap = self.snapshot
+        return sorted({n.gpu_model for n in snap.nodes if n.gpus and n.gpu_model}) if snap else []
+
+    def queues(self) -> list[str]:
+        snap = self.snapshot
+        return sorted(q.name for q in snap.leaf_queues()) if snap else []
+
+    def gpus(self) -> pd.DataFrame:
+        return gpu_table(self.tick)
+
+    def slices(self) -> pd.DataFrame:
+        return slices_table(self.tick)
+
+    def selected_nodes(self) -> list[str]:
+        """Node names passing the filters, in snapshot order (all pages)."""
+        snap = self.snapshot
+        if snap is None:
+            return []
+        nodes = [n for n in snap.nodes if n.gpus > 0]
+        if self.pool:
+            nodes = [n for n in nodes if n.pool == self.pool]
+        if self.gpu_model:
+            nodes = [n for n in nodes if n.gpu_model == self.gpu_model]
+        names = [n.name for n in nodes]
+        if self.queue:
+            sl = self.slices()
+            holding = set(sl.loc[sl["queue"] == self.queue, "node"])
+            names = [n for n in names if n in holding]
+        if self.flagged_only:
+            g = self.gpus()
+            flagged = set(g.loc[g["idle_allocated"] | g["over_share"], "node"])
+            names = [n for n in names if n in flagged]
+        return names
+
+    def pages(self) -> int:
+        return max(1, math.ceil(len(self.selected_nodes()) / self.page_size))
+
+    def page_nodes(self) -> list[str]:
+        names = self.selected_nodes()
+        page = min(self.page, max(0, math.ceil(len(names) / self.page_size) - 1))
+        return names[page * self.page_size:(page + 1) * self.page_size]
+
+    def page_frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(GPUs, slices) of the nodes on the current page."""
+        nodes = set(self.page_nodes())
+        g, s = self.gpus(), self.slices()
+        return g[g["node"].isin(nodes)].reset_index(drop=True), s[s["node"].isin(nodes)].reset_index(drop=True)
+
+    def node_summary(self) -> pd.DataFrame:
+        """One row per node: GPUs, allocated, utilisation, flags (the aggregate for large clusters)."""
+        g = self.gpus()
+        if not len(g):
+            return pd.DataFrame(columns=["node", "pool", "gpu_model", "gpus", "allocated", "gpu_util",
+                                         "idle_allocated", "over_share"])
+        return g.groupby(["node", "pool", "gpu_model"], sort=False).agg(
+            gpus=("gpu_index", "count"), allocated=("allocated", "sum"), gpu_util=("gpu_util", "mean"),
+            idle_allocated=("idle_allocated", "sum"), over_share=("over_share", "sum")).reset_index()
+
+
+# ------------------------------------------------------------------------------------------------- pending
+
+class PendingModel(ViewModel):
+    """Every waiting job with its reason, the numbers and a counterfactual."""
+
+    queue = param.String(default="", doc="only jobs of this queue")
+    reason = param.String(default="", doc="only jobs with this reason")
+
+    def frame(self) -> pd.DataFrame:
+        df = pending_table(self.tick)
+        if self.queue:
+            df = df[df["queue"] == self.queue]
+        if self.reason:
+            df = df[df["reason"] == self.reason]
+        return df.reset_index(drop=True)
+
+    def reasons(self) -> dict[str, int]:
+        df = pending_table(self.tick)
+        return df["reason"].replace("", "(none)").value_counts().to_dict() if len(df) else {}
+
+    def explanation(self, job: str) -> Any:
+        return self.tick.explanations.get(job) if self.tick is not None else None
+
+    def decision(self, job: str) -> Any:
+        res = self.result
+        return (getattr(res, "jobs", None) or {}).get(job) if res is not None else None
+
+
+# ------------------------------------------------------------------------------------------------ timeline
+
+class TimelineModel(ViewModel):
+    """Allocation per queue, utilisation, pending and wait time over time (the loop's history)."""
+
+    window_s = param.Number(default=0.0, bounds=(0, None), doc="cluster seconds to show (0 = all history)")
+    queues = param.ListSelector(default=[], objects=[], doc="queues to plot (empty = leaf queues)")
+
+    def totals(self) -> pd.DataFrame:
+        return self._window(self.state.history.totals_frame())
+
+    def per_queue(self) -> pd.DataFrame:
+        df = self._window(self.state.history.queues_frame())
+        wanted = self.queues or ([q.name for q in self.snapshot.leaf_queues()] if self.snapshot else [])
+        return df[df["queue"].isin(wanted)].reset_index(drop=True) if wanted else df
+
+    def _window(self, df: pd.DataFrame) -> pd.DataFrame:
+        if self.window_s and len(df):
+            df = df[df["time"] >= df["time"].max() - self.window_s]
+        return df.reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------------- what-if
+
+UNCHANGED = "(unchanged)"
+
+
+class WhatIfModel(ViewModel):
+    """Overrides on a pinned snapshot (the live state when pinned, or a loaded file) and the engine's diff.
+
+    Queue sliders edit the queue named by ``queue``; edits of several queues accumulate in ``queue_edits``.
+    :meth:`overrides` is the :class:`scheduler.whatif.WhatIf` mapping; :meth:`run` returns the
+    ``WhatIfDiff`` (the base side is computed once per pinned snapshot).
+    """
+
+    base = param.Selector(default="live", objects=["live", "file"], doc="what the what-if starts from")
+    queue = param.Selector(default=None, objects=[], allow_None=True, doc="queue the sliders edit")
+    quota = param.Number(default=0.0, bounds=(-1, None), doc="GPU quota (deserved); -1 = unlimited")
+    limit = param.Number(default=-1.0, bounds=(-1, None), doc="GPU limit; -1 = unlimited")
+    over_quota_weight = param.Number(default=1.0, bounds=(0, None))
+    priority = param.Integer(default=100)
+    pool = param.Selector(default=None, objects=[], allow_None=True, doc="node pool to grow or shrink")
+    node_delta = param.Integer(default=0, bounds=(-512, 512), doc="nodes added (+) or removed (-) in the pool")
+    placement_gpu = param.Selector(default=UNCHANGED, objects=[UNCHANGED, "binpack", "spread"])
+    gpu_device_order = param.Selector(default=UNCHANGED, objects=[UNCHANGED, "pack", "spread"])
+    k_value = param.Number(default=None, allow_None=True, bounds=(0, None))
+    demand_scale = param.Number(default=1.0, bounds=(0, 4))
+    cycles = param.Integer(default=10, bounds=(1, 50), doc="cycles to reach steady state, at most")
+    diff = param.Parameter(default=None, doc="the last WhatIfDiff")
+    error = param.String(default="")
+    run_ms = param.Number(default=0.0)
+    base_label = param.String(default="")
+
+    def __init__(self, state: LiveState, selection: Optional[Selection] = None, **params):
+        super().__init__(state, selection, **params)
+        self.queue_edits: dict[str, dict] = {}
+        self.pool_edits: dict[str, int] = {}
+        self._pinned = None
+        self._file_snapshot = None
+        self._runner = None
+        self.pin()
+
+    # ------------------------------------------------------------------------------------ base snapshot
+
+    @property
+    def pinned(self):
+        """The snapshot the what-if modifies (never the live object: the loop may replace it any time)."""
+        return self._pinned
+
+    def pin(self, snapshot=None, label: str = "") -> None:
+        """Pin the latest live tick (or ``snapshot``, a loaded file) as the base and forget edits."""
+        if snapshot is not None:
+            self._file_snapshot, self.base = snapshot, "file"
+            self._pinned, self.base_label = snapshot, label or "file"
+        elif self.base == "file" and self._file_snapshot is not None:
+            self._pinned = self._file_snapshot
+        else:
+            self.base = "live"
+            tick = self.state.tick
+            self._pinned = tick.snapshot if tick is not None else None
+            self.base_label = (f"live state at tick {tick.index} (cluster time {tick.cluster_time:,.0f})"
+                               if tick is not None else "no live state yet")
+        self._runner = None
+        self.queue_edits, self.pool_edits = {}, {}
+        snap = self._pinned
+        queues = [q.name for q in snap.queues] if snap else []
+        pools = sorted({n.pool for n in snap.nodes}) if snap else []
+        self.param.queue.objects = queues
+        self.param.pool.objects = pools
+        with param.parameterized.discard_events(self):
+            self.param.update(node_delta=0, placement_gpu=UNCHANGED, gpu_device_order=UNCHANGED, k_value=None,
+                              demand_scale=1.0, queue=(self.selection.queue if self.selection.queue in queues
+                                                       else (queues[0] if queues else None)),
+                              pool=pools[0] if pools else None)
+        self._load_queue()
+        self.diff = None
+
+    def _load_queue(self) -> None:
+        """Set the queue sliders to the selected queue's current (or edited) values."""
+        snap = self._pinned
+        if snap is None or self.queue is None:
+            return
+        q = snap.queue_map()[self.queue]
+        values = {"quota": q.gpu.quota, "limit": q.gpu.limit, "over_quota_weight": q.gpu.over_quota_weight,
+                  "priority": q.priority}
+        values.update(self.queue_edits.get(self.queue, {}))
+        with param.parameterized.discard_events(self):
+            self.param.update(**values)
+
+    @param.depends("queue", watch=True)
+    def _on_queue(self) -> None:
+        self._load_queue()
+
+    @param.depends("pool", watch=True)
+    def _on_pool(self) -> None:
+        with param.parameterized.discard_events(self):
+            self.node_delta = self.pool_edits.get(self.pool, 0)
+
+    @param.depends("quota", "limit", "over_quota_weight", "priority", watch=True)
+    def _record_queue_edit(self) -> None:
+        snap = self._pinned
+        if snap is None or self.queue is None:
+            return
+        q = snap.queue_map()[self.queue]
+        current = {"quota": q.gpu.quota, "limit": q.gpu.limit, "over_quota_weight": q.gpu.over_quota_weight,
+                   "priority": q.priority}
+        edits = {k: getattr(self, k) for k in current if getattr(self, k) != current[k]}
+        if edits:
+            self.queue_edits[self.queue] = edits
+        else:
+            self.queue_edits.pop(self.queue, None)
+
+    @param.depends("node_delta", watch=True)
+    def _record_pool_edit(self) -> None:
+        if self.pool is not None:
+            if self.node_delta:
+                self.pool_edits[self.pool] = self.node_delta
+            else:
+                self.pool_edits.pop(self.pool, None)
+
+    # ------------------------------------------------------------------------------------ running
+
+    def overrides(self) -> dict:
+        """The :class:`scheduler.whatif.WhatIf` mapping for the current edits."""
+        queues = {}
+        for name, edits in self.queue_edits.items():
+            doc: dict = {}
+            if "priority" in edits:
+                doc["priority"] = int(edits["priority"])
+            gpu = {k: float(edits[k]) for k in ("quota", "limit", "over_quota_weight") if k in edits}
+            if gpu:
+                doc["gpu"] = gpu
+            queues[name] = doc
+        out: dict = {}
+        if queues:
+            out["queues"] = queues
+        if self.pool_edits:
+            out["nodes"] = dict(self.pool_edits)
+        if self.placement_gpu != UNCHANGED:
+            out["placement_gpu"] = self.placement_gpu
+        if self.gpu_device_order != UNCHANGED:
+            out["gpu_device_order"] = self.gpu_device_order
+        if self.k_value is not None:
+            out["k_value"] = float(self.k_value)
+        if self.demand_scale != 1.0:
+            out["demand_scale"] = float(self.demand_scale)
+        return out
+
+    def run(self):
+        """Re-run the engine to steady state with the current overrides; sets ``diff`` (or ``error``)."""
+        import time
+
+        from scheduler.errors import KaidashError
+        from scheduler.whatif import WhatIf, WhatIfRunner
+
+        if self._pinned is None:
+            self.pin()
+            if self._pinned is None:
+                self.error = "no snapshot to run a what-if on yet"
+                return None
+        if self._runner is None:
+            self._runner = WhatIfRunner(self._pinned, self.cycles)
+        t0 = time.perf_counter()
+        try:
+            diff = self._runner.run(WhatIf.from_dict(self.overrides()))
+        except KaidashError as exc:
+            self.error = str(exc)
+            return None
+        self.run_ms = (time.perf_counter() - t0) * 1000
+        self.error = ""
+        self.diff = diff
+        return diff
+
+    def reset(self) -> None:
+        """Drop every edit (keep the pinned base)."""
+        self.queue_edits, self.pool_edits = {}, {}
+        with param.parameterized.discard_events(self):
+            self.param.update(node_delta=0, placement_gpu=UNCHANGED, gpu_device_order=UNCHANGED, k_value=None,
+                              demand_scale=1.0)
+        self._load_queue()
+
+    # ------------------------------------------------------------------------------------ frames
+
+    def queue_diff(self) -> pd.DataFrame:
+        """Per queue: GPU fair share and jobs started / evicted / pending, before → after, with deltas."""
+        cols = ["queue", "fair_share_before", "fair_share_after", "fair_share_delta", "started_before",
+                "started_after", "evicted_before", "evicted_after", "pending_before", "pending_after"]
+        if self.diff is None:
+            return pd.DataFrame(columns=cols)
+        rows = []
+        for r in self.diff.queue_rows():
+            b, a = r["fair_share_gpu_before"], r["fair_share_gpu_after"]
+            rows.append({"queue": r["queue"], "fair_share_before": b, "fair_share_after": a,
+                         "fair_share_delta": a - b,
+                         **{f"{k}_{s}": (r[f"{k}_{s}"] or 0) for k in ("started", "evicted", "pending")
+                            for s in ("before", "after")}})
+        return pd.DataFrame(rows, columns=cols)
+
+    def summary(self) -> pd.DataFrame:
+        """Cluster metrics before → after (utilisation, fragmentation, jobs started / pending, evictions)."""
+        if self.diff is None:
+            return pd.DataFrame(columns=["metric", "before", "after"])
+        rows = []
+        for k, (b, a) in self.diff.summary().items():
+            if isinstance(b, (int, float)) or isinstance(a, (int, float)):
+                rows.append({"metric": k, "before": b, "after": a})
+        return pd.DataFrame(rows, columns=["metric", "before", "after"])
+
+    def job_changes(self) -> pd.DataFrame:
+        if self.diff is None:
+            return pd.DataFrame(columns=["job", "queue", "before", "after"])
+        return pd.DataFrame(self.diff.job_changes(), columns=["job", "queue", "before", "after"])
+
+    def modified_snapshot_text(self, fmt: str = "yaml") -> str:
+        """The modified snapshot (overrides applied, before any cycle) in snapshot format v1."""
+        from scheduler.snapshot_io import dumps_snapshot
+        from scheduler.whatif import WhatIf
+
+        snap = self.diff.modified if self.diff is not None else WhatIf.from_dict(self.overrides()).apply(self._pinned)
+        return dumps_snapshot(snap, fmt)
