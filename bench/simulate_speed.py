@@ -6,12 +6,15 @@ times (so queues borrow and, with reclaim enabled, take GPUs back), durations fr
 simulator with fast-forward (the default) and, with ``--compare``, with every cycle executed, and prints wall
 time, cycles run/skipped, session time and the per-queue summary.
 
-Run: ``python bench/simulate_speed.py [--hours 4] [--period 10] [--nodes 64] [--seed 1] [--compare]``.
+Run: ``python bench/simulate_speed.py [--hours 4] [--period 10] [--nodes 64] [--seed 1] [--compare]``;
+``--live --period 1 --hours 24`` drives ``step()`` as the dashboard's live loop does and prints memory (RSS and
+record sizes) every 4 simulated hours, to show it stays bounded.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -86,6 +89,33 @@ def run_once(snap, arrivals, hours, period, fast_forward, trace_memory=False):
     return sim, frames, wall, peak, session_ms
 
 
+def rss_mib() -> float:
+    """Resident memory of this process (Linux /proc), MiB."""
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def live(snap, arrivals, hours, period, checkpoint_h=4.0, max_ticks=86_400):
+    """The dashboard's live loop: ``step()`` every period for ``hours``; RSS and record sizes at checkpoints."""
+    sim = Simulator(snap, arrivals, period_s=period, max_ticks=max_ticks)
+    end = sim.start_time + hours * 3600
+    next_check = sim.start_time
+    started = time.perf_counter()
+    print(f"\n[live step() every {period:g} s for {hours:g} h, max_ticks {max_ticks}]")
+    while sim.next_cycle_time() <= end:
+        t = sim.step().time
+        if t >= next_check:
+            rec = sim.recorder
+            print(f"  {(t - sim.start_time) / 3600:5.1f} h: wall {time.perf_counter() - started:6.1f} s, "
+                  f"RSS {rss_mib():6.1f} MiB, sessions {sim.cycles_run}, records "
+                  f"{(rec.times.nbytes + rec.queues.nbytes + rec.cluster.nbytes) / 2**20:.1f} MiB in "
+                  f"{len(rec.times)} ticks, live jobs {len(sim.snapshot.jobs)}, events queued {len(sim.events)}")
+            next_check += checkpoint_h * 3600
+    print(f"  done: {sim.cycles_run} sessions, {sim.cycles_skipped} steps without a session, "
+          f"wall {time.perf_counter() - started:.1f} s")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--hours", type=float, default=4.0)
@@ -95,10 +125,15 @@ def main(argv=None) -> int:
     p.add_argument("--scenario", type=int, metavar="SEED", help="use the synthetic generator instead")
     p.add_argument("--compare", action="store_true", help="also run with every cycle executed")
     p.add_argument("--memory", action="store_true", help="trace peak Python memory (slows the run)")
+    p.add_argument("--live", action="store_true",
+                   help="instead: the live loop, step() every --period for --hours (try --period 1 --hours 24)")
     args = p.parse_args(argv)
 
     snap, arrivals = (scenario(args.scenario, args.nodes) if args.scenario is not None
                       else workload(args.nodes, args.hours, args.seed))
+    if args.live:
+        live(snap, arrivals, args.hours, args.period)
+        return 0
     grid = int(args.hours * 3600 / args.period) + 1
     print(f"{len(snap.nodes)} nodes, {sum(n.gpus for n in snap.nodes)} GPUs, {len(arrivals)} arrivals, "
           f"{args.hours:g} h at {args.period:g} s = {grid} cycles on the grid")

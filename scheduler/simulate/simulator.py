@@ -188,13 +188,18 @@ class Simulator:
     def step(self) -> Step:
         """Advance to the next cycle time and run the cycle (or skip the session if nothing can change)."""
         t = self.next_cycle_time()
+        self._cycle += 1
+        quiet = (self.fast_forward and not self._dirty and self.events.next_time() > t
+                 and self._deadline > t + _EPS)
+        if quiet:   # no event, nothing in flight, no rule due: the state is as the last session left it
+            self._account_usage(t)
+            return Step(t, self.last_result, self.snapshot, False, 0, 0, 0)
         self.snapshot = _fresh(self.snapshot)     # what earlier steps returned is never modified
         arrived, completed = self._advance_to(t)
-        self._cycle += 1
         in_flight = self._transitions()
         must_run = (not self.fast_forward or self._dirty or in_flight or arrived or completed
                     or self._deadline <= t + _EPS)
-        if not must_run:
+        if not must_run:     # only cancelled events were due
             return Step(t, self.last_result, self.snapshot, False, arrived, completed, 0)
         evicted = self._run_session(t)
         return Step(t, self.last_result, self.snapshot, True, arrived, completed, evicted)
