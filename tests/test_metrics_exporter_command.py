@@ -1,0 +1,46 @@
+"""``kaidash exporter``: the standalone simulated dcgm-exporter, run as a real process on loopback."""
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from prometheus_fixture import free_port, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "small-cluster.yaml"
+
+
+def test_serves_the_snapshot_in_the_chosen_variant():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "exporter", "--host", "127.0.0.1",
+                             "--port", str(port), "--snapshot", str(EXAMPLE), "--variant", "4.9.0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        text = wait_for(lambda: requests.get(url, timeout=1).text, timeout_s=30, message="exporter serving")
+        names = {f.name for f in text_string_to_metric_families(text)}
+        assert "DCGM_FI_DEV_FB_USED_BYTES" in names and "DCGM_FI_DEV_FB_USED" not in names
+        # small-cluster.yaml: h100-0 and h100-1 have 8 GPUs, l4-0 has 4 -> 20 series per family
+        fb = [s for f in text_string_to_metric_families(text) for s in f.samples
+              if s.name == "DCGM_FI_DEV_FB_USED_BYTES"]
+        assert len(fb) == 20 and {s.labels["hostname"] for s in fb} == {"h100-0", "h100-1", "l4-0"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert b"20 GPUs on 4 nodes" in proc.stderr.read()
+
+
+def test_port_in_use_is_a_clear_error():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        out = subprocess.run([sys.executable, "-m", "scheduler.cli", "exporter", "--host", "127.0.0.1",
+                              "--port", str(port), "--snapshot", str(EXAMPLE)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
