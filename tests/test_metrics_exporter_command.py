@@ -44,3 +44,21 @@ def test_port_in_use_is_a_clear_error():
                              cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in out.stderr
+
+
+def test_serves_the_synthetic_scenario_without_a_snapshot():
+    from scheduler.sources.synthetic import generate_scenario
+    gpus = sum(n.gpus for n in generate_scenario(3, 16).snapshot.nodes)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "exporter", "--host", "127.0.0.1",
+                             "--port", str(port), "--seed", "3", "--nodes", "16"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        text = wait_for(lambda: requests.get(url, timeout=1).text, timeout_s=30, message="exporter serving")
+        temps = [s for f in text_string_to_metric_families(text) for s in f.samples
+                 if s.name == "DCGM_FI_DEV_GPU_TEMP"]
+        assert len(temps) == gpus
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

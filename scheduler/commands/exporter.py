@@ -43,7 +43,8 @@ def _load(args: argparse.Namespace):
     except ModuleNotFoundError as exc:
         raise SourceError("synthetic scenarios need scheduler.sources.synthetic, which is not available; "
                           "pass --snapshot FILE") from exc
-    return synthetic.generate_scenario(args.seed if args.seed is not None else 0, args.nodes)
+    scenario = synthetic.generate_scenario(args.seed if args.seed is not None else 0, args.nodes)
+    return getattr(scenario, "snapshot", scenario)  # a Scenario carries the t=0 snapshot
 
 
 def run(args: argparse.Namespace) -> int:
