@@ -93,11 +93,14 @@ class SimFeed(Feed):
     static = False
 
     def __init__(self, snapshot: Snapshot, arrivals: Optional[list] = None, step_s: float = 30.0,
-                 label: str = "simulated cluster"):
+                 label: str = "simulated cluster", refill: Optional[Callable[[int], list]] = None):
         from scheduler.simulate import Simulator
 
         super().__init__(snapshot, label)
         self.step_s = step_s
+        self.refill = refill
+        self.refills = 0
+        self._horizon = max((_offset(a) for a in arrivals or []), default=0.0)
         self._schedule: Optional[Schedule] = None
         self._input: Optional[Snapshot] = None
         self.sim = Simulator(snapshot, arrivals or [], period_s=step_s, fast_forward=False,
@@ -111,6 +114,7 @@ class SimFeed(Feed):
     def tick(self, schedule: Schedule) -> tuple[Snapshot, Any]:
         self._schedule = schedule
         self._input = None
+        self._maybe_refill()
         step = self.sim.step()
         self.last_step = step
         result = step.result
@@ -123,10 +127,40 @@ class SimFeed(Feed):
     def snapshot(self) -> Snapshot:
         return self.sim.snapshot
 
+    def _maybe_refill(self) -> None:
+        """A dashboard runs for days: when the scenario's arrivals run out, queue the next batch."""
+        if self.refill is None or self.sim.elapsed_s + self.step_s < self._horizon:
+            return
+        self.refills += 1
+        batch = self.refill(self.refills)
+        start = self.sim.time
+        for item in batch:
+            self.sim.events.push_arrival(start + _offset(item), _job(item))
+        self._horizon = self.sim.elapsed_s + max((_offset(a) for a in batch), default=self.step_s)
+
     def status(self) -> str:
         s = self.sim
         return (f"{self.label}: cycle {s.cycles_run} every {self.step_s:g} cluster-s · {s.arrived_total} arrived · "
                 f"{s.completed_total} completed · {s.evicted_total} evicted · {len(s.events)} events queued")
+
+
+def _offset(item: Any) -> float:
+    return float(item[0]) if isinstance(item, tuple) else float(getattr(item, "offset_s"))
+
+
+def _job(item: Any):
+    return item[1] if isinstance(item, tuple) else item.job
+
+
+def _renamed(job, suffix: str):
+    """A copy of ``job`` with every name suffixed (a refill batch must not clash with jobs still running)."""
+    import copy
+
+    job = copy.deepcopy(job)
+    job.name += suffix
+    for t in job.tasks:
+        t.name += suffix
+    return job
 
 
 def make_feed(options: SourceOptions) -> Feed:
@@ -148,8 +182,12 @@ def make_feed(options: SourceOptions) -> Feed:
         raise SourceError(f"the synthetic scenario generator is not available ({exc}); "
                           "start with --snapshot FILE instead") from exc
     scenario = generate_scenario(seed=options.seed, nodes=options.nodes)
-    return SimFeed(scenario.snapshot, list(getattr(scenario, "arrivals", None) or []), step_s=step,
-                   label=options.label())
+
+    def refill(k: int) -> list:
+        more = generate_scenario(seed=options.seed + k, nodes=options.nodes)
+        return [(a.offset_s, _renamed(a.job, f"-r{k}")) for a in more.arrivals]
+
+    return SimFeed(scenario.snapshot, list(scenario.arrivals), step_s=step, label=options.label(), refill=refill)
 
 
 def _trace_feed(options: SourceOptions, step: float) -> Feed:

@@ -304,34 +304,50 @@ def _assign_devices(node: Node, tasks: list[tuple[Any, Task]]) -> list[tuple[Any
     return out
 
 
-def _usage_lookup(gpu_frame: Optional[pd.DataFrame]) -> dict[tuple, dict]:
-    """Per-pod measured usage keyed by ``(node, gpu_index, task)`` from a DCGM frame, if it has pod rows."""
-    if gpu_frame is None or not len(gpu_frame):
-        return {}
-    cols = set(gpu_frame.columns)
-    pod_col = next((c for c in ("task", "pod") if c in cols), None)
-    if pod_col is None or "node" not in cols or "gpu_index" not in cols:
-        return {}
-    out = {}
-    mem_col = next((c for c in ("memory_used_mib", "fb_used_mib", "gpu_memory_used_mib") if c in cols), None)
-    for rec in gpu_frame.to_dict("records"):
-        key = (rec["node"], int(rec["gpu_index"]) if rec["gpu_index"] == rec["gpu_index"] else -1, rec[pod_col])
-        out[key] = {"memory_used_mib": rec.get(mem_col) if mem_col else None, "gpu_util": rec.get("gpu_util")}
-    return out
+def _dcgm_slices(snapshot: Snapshot, dcgm: pd.DataFrame) -> pd.DataFrame:
+    """Slices from the per-GPU DCGM frame (:data:`scheduler.metrics.dcgm.FRAME_COLUMNS`): its attribution of
+    measured memory and utilisation (0-1 ratios, turned into percent here) to each slice."""
+    rows = dcgm[dcgm["task"].notna() & (dcgm["gpu_index"] >= 0)]
+    nodes = snapshot.node_map()
+    util = rows["pod_util"].where(rows["pod_util"].notna(), rows["gpu_util"]).astype(float) * 100.0
+    out = pd.DataFrame({
+        "node": rows["node"].to_numpy(object),
+        "pool": [nodes[n].pool if n in nodes else "" for n in rows["node"]],
+        "gpu_model": [(nodes[n].gpu_model or "") if n in nodes else "" for n in rows["node"]],
+        "gpu_index": rows["gpu_index"].astype(int).to_numpy(),
+        "task": rows["task"].to_numpy(object), "job": rows["job"].to_numpy(object),
+        "queue": rows["queue"].to_numpy(object), "status": rows["status"].to_numpy(object),
+        "share": rows["share"].astype(float).to_numpy(),
+        "gpu_memory_mib": [nodes[n].gpu_memory_mib if n in nodes else math.nan for n in rows["node"]],
+        "memory_share_mib": rows["alloc_memory_mib"].astype(float).to_numpy(),
+        "memory_used_mib": rows["used_memory_mib"].astype(float).to_numpy(),
+        "gpu_util": util.to_numpy(),
+        "over_share": rows["over_share"].astype(bool).to_numpy(),
+    })
+    out["offset"] = out.groupby(["node", "gpu_index"], sort=False)["share"].cumsum() - out["share"]
+    return out[SLICE_COLUMNS].reset_index(drop=True)
+
+
+def is_dcgm_frame(frame: Optional[pd.DataFrame]) -> bool:
+    """True for the metrics layer's per-GPU frame (one row per GPU and slice)."""
+    return frame is not None and {"task", "share", "alloc_memory_mib", "used_memory_mib", "gpu_util",
+                                  "idle_allocated"} <= set(frame.columns)
 
 
 def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """One row per (node, GPU, task) slice: who holds which share of each device, and what it really uses.
 
-    Measured usage comes from the DCGM frame where it has per-pod rows, else from the task's own ``usage``
-    (simulated scenarios). ``over_share`` marks a pod using more GPU memory than its share (KAI does not
-    isolate GPU memory: neighbours risk out-of-memory).
+    With a DCGM frame (``scheduler.metrics``) measured usage and the over-share flag come from it; without one,
+    slices come from the snapshot (tasks' ``gpu_indices``, else their GPU group, else a free device) and
+    usage from each task's own ``usage`` when the snapshot carries it. ``over_share`` marks a pod using more
+    GPU memory than its share (KAI does not isolate GPU memory: neighbours risk out-of-memory).
     """
+    if is_dcgm_frame(gpu_frame) and len(gpu_frame):
+        return _dcgm_slices(snapshot, gpu_frame)
     by_node: dict[str, list] = {}
     for job, t in snapshot.iter_tasks():
         if t.status in SLICE_STATUSES and t.node and t.is_gpu:
             by_node.setdefault(t.node, []).append((job, t))
-    usage = _usage_lookup(gpu_frame)
     rows = []
     for node in snapshot.nodes:
         tasks = by_node.get(node.name)
@@ -343,13 +359,8 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
             for i in idx:
                 if not 0 <= i < node.gpus:
                     continue
-                measured = usage.get((node.name, i, t.name)) or {}
-                mem_used = measured.get("memory_used_mib")
-                util = measured.get("gpu_util")
-                if mem_used is None and t.usage is not None:
-                    mem_used = t.usage.gpu_memory_mib / n_dev
-                if util is None and t.usage is not None:
-                    util = t.usage.gpu_util
+                mem_used = t.usage.gpu_memory_mib / n_dev if t.usage is not None else None
+                util = t.usage.gpu_util * 100.0 if t.usage is not None else None
                 mem_share = share * node.gpu_memory_mib
                 rows.append({
                     "node": node.name, "pool": node.pool, "gpu_model": node.gpu_model or "", "gpu_index": i,
@@ -365,21 +376,22 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
 
 def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
                           gpu_frame: Optional[pd.DataFrame] = None) -> pd.DataFrame:
-    """One row per physical GPU: allocated share, slices, measured memory and utilisation, and flags.
+    """One row per physical GPU: allocated share, slices, measured memory and utilisation (percent), flags.
 
-    Device-level measurements (DCGM per-GPU rows) win over the sum of per-pod values. ``idle_allocated``: an
-    allocated device below :data:`IDLE_UTIL_PCT` utilisation; ``busy_unallocated``: a device in use with
-    nothing allocated.
+    With a DCGM frame, device-level measurements and its flags are used (``idle_allocated`` judged by the
+    metrics layer over a window); without one, sums of the slices' usage, and ``idle_allocated`` = an
+    allocated device below :data:`IDLE_UTIL_PCT` now. ``busy_unallocated``: in use with nothing allocated.
     """
     nodes = [n for n in snapshot.nodes if n.gpus > 0]
     if not nodes:
         return pd.DataFrame(columns=GPU_COLUMNS)
+    counts = [n.gpus for n in nodes]
     base = pd.DataFrame({
-        "node": np.repeat([n.name for n in nodes], [n.gpus for n in nodes]),
-        "pool": np.repeat([n.pool for n in nodes], [n.gpus for n in nodes]),
-        "gpu_model": np.repeat([n.gpu_model or "" for n in nodes], [n.gpus for n in nodes]),
+        "node": np.repeat([n.name for n in nodes], counts),
+        "pool": np.repeat([n.pool for n in nodes], counts),
+        "gpu_model": np.repeat([n.gpu_model or "" for n in nodes], counts),
         "gpu_index": np.concatenate([np.arange(n.gpus) for n in nodes]),
-        "gpu_memory_mib": np.repeat([n.gpu_memory_mib for n in nodes], [n.gpus for n in nodes]),
+        "gpu_memory_mib": np.repeat([n.gpu_memory_mib for n in nodes], counts),
     })
     held = slices[slices["status"].isin(("running", "binding", "releasing"))] if len(slices) else slices
     if len(held):
@@ -395,21 +407,21 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
     base["allocated"] = base["allocated"].fillna(0.0).clip(upper=1.0)
     base["slices"] = base["slices"].fillna(0).astype(int)
     base["over_share"] = base["over_share"].fillna(False).astype(bool)
-    if gpu_frame is not None and len(gpu_frame) and {"node", "gpu_index"} <= set(gpu_frame.columns):
-        dev = gpu_frame
-        if "task" in dev.columns or "pod" in dev.columns:
-            pod_col = "task" if "task" in dev.columns else "pod"
-            dev = dev[dev[pod_col].isna()] if dev[pod_col].isna().any() else dev.iloc[0:0]
-        if len(dev):
-            dev = dev.drop_duplicates(["node", "gpu_index"]).set_index(["node", "gpu_index"])
-            key = pd.MultiIndex.from_frame(base[["node", "gpu_index"]])
-            for col in ("gpu_util", "memory_used_mib"):
-                if col in dev.columns:
-                    measured = dev[col].reindex(key).to_numpy(float)
-                    base[col] = np.where(np.isnan(measured), base[col].to_numpy(float), measured)
     base["gpu_util"] = base["gpu_util"].astype(float).clip(upper=100.0)
-    base["idle_allocated"] = (base["allocated"] > EPS) & (base["gpu_util"] < IDLE_UTIL_PCT)
-    base["busy_unallocated"] = (base["allocated"] <= EPS) & (base["gpu_util"] >= IDLE_UTIL_PCT)
+    base["memory_used_mib"] = base["memory_used_mib"].astype(float)
+    if is_dcgm_frame(gpu_frame) and len(gpu_frame):
+        dev = gpu_frame.groupby(["node", "gpu_index"], sort=False).agg(
+            util=("gpu_util", "first"), mem=("memory_used_mib", "first"), idle=("idle_allocated", "any"),
+            busy=("unallocated_in_use", "any"), has=("has_metrics", "any"))
+        key = pd.MultiIndex.from_frame(base[["node", "gpu_index"]])
+        dev = dev.reindex(key)
+        base["gpu_util"] = (dev["util"].to_numpy(float) * 100.0)
+        base["memory_used_mib"] = dev["mem"].to_numpy(float)
+        base["idle_allocated"] = dev["idle"].fillna(False).to_numpy(bool) & (base["allocated"] > EPS).to_numpy()
+        base["busy_unallocated"] = dev["busy"].fillna(False).to_numpy(bool)
+    else:
+        base["idle_allocated"] = (base["allocated"] > EPS) & (base["gpu_util"] < IDLE_UTIL_PCT)
+        base["busy_unallocated"] = (base["allocated"] <= EPS) & (base["gpu_util"] >= IDLE_UTIL_PCT)
     return base[GPU_COLUMNS]
 
 

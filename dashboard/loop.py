@@ -117,19 +117,14 @@ class MetricsReader:
         return (frame if frame is not None and len(frame) else None), text
 
     def _simulated(self, snapshot: Snapshot):
-        from scheduler.metrics import dcgm, variants
-        from scheduler.metrics.exporter import ExporterState
+        from scheduler.metrics import dcgm
+        from scheduler.metrics.exporter import simulate_gpus
 
         if not any(t.usage is not None for _, t in snapshot.iter_tasks()):
             return None, "no GPU metrics: the snapshot carries no usage (pass --prometheus URL for DCGM data)"
-        if self._exporter is None:
-            self._exporter = ExporterState()
-        self._exporter.update(snapshot)
-        samples = dcgm.samples_from_exposition(self._exporter.render(),
-                                               variants.variant_for_exporter(self._exporter.variant))
-        util = {}
-        for gpu in self._exporter.gpus():
-            util[(gpu.node, gpu.index)] = gpu.values.get(variants.GPU_UTIL)
+        gpus = simulate_gpus(snapshot)
+        samples = sim_samples(gpus)
+        util = {(g.node, g.index): g.values.get("gpu_util") for g in gpus}
         self._recent_util = (self._recent_util + [util])[-self.idle_window_ticks:]
         idle_max = None
         if len(self._recent_util) >= self.idle_window_ticks:
@@ -137,7 +132,25 @@ class MetricsReader:
             idle_max = {k: max(u[k] for u in self._recent_util) for k in keys
                         if all(u[k] is not None for u in self._recent_util)}
         frame = dcgm.build_gpu_frame(snapshot, samples, idle_max)
-        return frame, f"simulated dcgm-exporter ({len(util)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
+        return frame, f"simulated dcgm-exporter ({len(gpus)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
+
+
+def sim_samples(gpus) -> "pd.DataFrame":
+    """DCGM samples (``scheduler.metrics.dcgm.SAMPLE_COLUMNS``, canonical units) straight from the simulated
+    exporter's GPUs: what parsing its ``/metrics`` text would give, without rendering and re-parsing 10
+    series per GPU every tick. Each device series carries the pod dcgm-exporter credits (whole-GPU holder, or
+    KAI's reservation pod on a shared GPU)."""
+    import pandas as pd
+    from scheduler.metrics.dcgm import SAMPLE_COLUMNS
+
+    rows = []
+    for g in gpus:
+        pod = g.credited
+        for field, value in g.values.items():
+            rows.append((g.node, g.index, g.uuid, g.model_name, field, float(value),
+                         pod.pod if pod else "", pod.namespace if pod else "", pod.container if pod else "",
+                         "", ""))
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
 
 
 class LiveLoop:

@@ -1,0 +1,59 @@
+"""``kaidash serve``: the dashboard on a Panel server, with the live loop, ``/metrics`` and ``/healthz``.
+
+With no arguments it serves the embedded simulated cluster. Panel is imported only when the command runs, so
+other ``kaidash`` commands never load the UI stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from .options import SourceOptions, add_source_arguments
+
+NAME = "serve"
+HELP = "serve the dashboard (default: an embedded simulated cluster) on http://ADDRESS:PORT/"
+DESCRIPTION = ("Serve the kaidash dashboard with one live scheduler loop. Sources: the embedded synthetic cluster "
+               "(default), --source kube [--context X] (read-only shadow scheduling), --snapshot FILE (ours or a "
+               "KAI /get-snapshot zip), --trace alibaba. GPU usage from --prometheus URL (dcgm-exporter series). "
+               "Also serves kaidash's own Prometheus metrics at /metrics and a health probe at /healthz.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--port", type=int, default=5006, help="port (default 5006; 0 = any free port)")
+    parser.add_argument("--address", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1; 0.0.0.0 in a container)")
+    parser.add_argument("--allow-websocket-origin", action="append", default=None, metavar="HOST[:PORT]",
+                        help="extra hosts browsers may connect from (behind a proxy or ingress)")
+    parser.add_argument("--show", action="store_true", help="open a browser tab")
+    add_source_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = SourceOptions.from_namespace(args, base=SourceOptions.from_env())
+    os.environ.update(options.to_env())
+    import panel as pn
+
+    from .app import build_app, configure_panel
+    from .loop import get_loop
+    from .server import extra_patterns
+
+    configure_panel()
+    loop = get_loop(options)
+    origins = list(args.allow_websocket_origin or [])
+    if args.address not in ("127.0.0.1", "localhost", "0.0.0.0", ""):
+        origins.append(f"{args.address}:{args.port}")
+    server = pn.serve({"/": lambda: build_app(loop)}, port=args.port, address=args.address, show=args.show,
+                      title="kaidash", websocket_origin=origins or None, extra_patterns=extra_patterns(loop),
+                      start=False, threaded=False)
+    port = server.port
+    print(f"kaidash: serving {options.label()} on http://{args.address}:{port}/ "
+          f"(metrics at /metrics, health at /healthz)", flush=True)
+    try:
+        server.start()
+        server.io_loop.start()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        loop.stop()
+    return 0
