@@ -14,7 +14,7 @@ from metrics_scenario import metrics_snapshot
 from scheduler.metrics import variants as V
 from scheduler.metrics.allocation import slices
 from scheduler.metrics.dcgm import FRAME_COLUMNS, build_gpu_frame, gpu_summary, samples_from_exposition
-from scheduler.metrics.exporter import ExporterState, render_exposition, simulate_gpus
+from scheduler.metrics.exporter import ExporterState, render_exposition, simulate_gpus, simulated_samples
 
 CLASSIC = V.variant_for_exporter(V.EXPORTER_VARIANTS["classic"])
 
@@ -186,3 +186,12 @@ def test_no_samples_gives_allocation_only_frame():
     f = build_gpu_frame(snap, samples_from_exposition("", CLASSIC))
     assert len(f) == 21 and not f["has_metrics"].any()
     assert f["used_memory_mib"].isna().all() and not f[["over_share", "idle_allocated"]].any().any()
+
+
+def test_simulated_samples_shortcut_gives_the_same_frame_as_parsing_the_exposition():
+    snap = metrics_snapshot()
+    state = ExporterState(variant="4.9.0")  # 4.9.0 emits every canonical field, FB capacity included
+    state.update(snap, overrides={("h100-1", 5): {V.TEMP: V.NOT_SUPPORTED_INT64}})
+    parsed = build_gpu_frame(snap, samples_from_exposition(state.render(), V.variant_for_exporter(state.variant)))
+    direct = build_gpu_frame(snap, simulated_samples(state.gpus()))
+    pd.testing.assert_frame_equal(direct, parsed, check_exact=False, rtol=1e-9)

@@ -189,6 +189,27 @@ def render_exposition(gpus: list[SimGpu], variant: V.ExporterVariant | str = V.D
     return "\n".join(lines) + "\n"
 
 
+def simulated_samples(gpus: list[SimGpu]):
+    """DCGM samples (:data:`~.dcgm.SAMPLE_COLUMNS`, canonical units) straight from simulated GPUs.
+
+    What :func:`~.dcgm.samples_from_exposition` gives for this exporter's exclusive-mode exposition (every
+    field, including ``fb_total_mib``), without rendering and parsing ten series per GPU on every tick.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from .dcgm import SAMPLE_COLUMNS
+
+    rows = []
+    for g in gpus:
+        pod = g.credited
+        ns, name, container = (pod.namespace, pod.pod, pod.container) if pod else ("", "", "")
+        for field_name, value in g.values.items():
+            v = np.nan if value is None or V.is_sentinel(value) else float(value)
+            rows.append((g.node, g.index, g.uuid, g.model_name, field_name, v, name, ns, container, "", ""))
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype({"gpu_index": "int64", "value": "float64"})
+
+
 # ------------------------------------------------------------------------------------------ live state + server
 
 class ExporterState:
