@@ -67,7 +67,7 @@ def _number(value: Any, path: str, errs: _Collector, unit: str, *, allow_negativ
         errs.add(path, f"expected a number of {unit}, got {value!r}")
         return None
     if isinstance(value, (int, float)):
-        num = float(value)
+        num = float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf  # no OverflowError
     elif isinstance(value, str):
         num = _parse_quantity_string(value, path, errs, unit)
         if num is None:
@@ -456,7 +456,7 @@ def _cross_check(snap: Snapshot, errs: _Collector) -> None:
             if cur.parent in seen:
                 cycle = seen[seen.index(cur.parent):] + [cur.parent]
                 if not reported.intersection(cycle):
-                    errs.add(f"queues[{q.name}].parent", "cycle in the queue tree: " + " -> ".join(cycle))
+                    errs.add(f"queues[{cycle[0]}].parent", "cycle in the queue tree: " + " -> ".join(cycle))
                 reported.update(cycle)
                 break
             seen.append(cur.parent)
