@@ -118,13 +118,12 @@ def _meta(obj: Any) -> tuple[Optional[str], Optional[str]]:
 def _dict(obj: Any, *path: str) -> dict:
     """``obj[path...]`` if every step is a mapping, else ``{}`` (absent sections are empty in Kubernetes JSON)."""
     cur = obj
-    walked = []
-    for key in path:
-        walked.append(key)
-        if cur is None:
-            return {}
-        if not isinstance(cur, dict):
-            raise BadField(".".join(walked[:-1]), f"expected a mapping, got {type(cur).__name__}")
+    for depth, key in enumerate(path):
+        if type(cur) is not dict:  # noqa: E721 - exact JSON dicts on the hot path
+            if cur is None:
+                return {}
+            if not isinstance(cur, dict):
+                raise BadField(".".join(path[:depth]) or "(object)", f"expected a mapping, got {type(cur).__name__}")
         cur = cur.get(key)
     if cur is None:
         return {}

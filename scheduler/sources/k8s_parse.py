@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, Optional
 
 from kubernetes.utils.quantity import parse_quantity
@@ -23,14 +24,28 @@ class BadField(Exception):
         self.message = message
 
 
+@lru_cache(maxsize=4096)
+def _parse_quantity_text(text: str) -> Optional[float]:
+    """Cached: clusters repeat the same few quantity strings ("1", "8Gi") across thousands of pods."""
+    try:
+        num = float(parse_quantity(text))
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+    return num
+
+
 def quantity(value: Any, field: str) -> float:
     """A Kubernetes quantity (``"500m"``, ``"64Gi"``, ``8``) as a float in base units."""
     if isinstance(value, bool) or value is None:
         raise BadField(field, f"expected a quantity, got {value!r}")
-    try:
-        num = float(parse_quantity(value))
-    except (ValueError, TypeError, ArithmeticError):
-        raise BadField(field, f"not a Kubernetes quantity: {value!r}") from None
+    if isinstance(value, str):
+        num = _parse_quantity_text(value)
+    elif isinstance(value, (int, float)):
+        num = float(value)
+    else:
+        num = None
+    if num is None:
+        raise BadField(field, f"not a Kubernetes quantity: {value!r}")
     if math.isnan(num) or math.isinf(num) or num < 0:
         raise BadField(field, f"quantity must be a finite non-negative number, got {value!r}")
     return num
