@@ -59,19 +59,24 @@ def _le(a: float, b: float) -> bool:
     return a <= b
 
 
-def queue_key(session, q: int, job_resources: np.ndarray) -> tuple:
+def queue_key(session, q: int, job_resources) -> tuple:
     """Keys 1–6 of the queue order for queue ``q`` with its best pending job requesting ``job_resources``."""
     qs = session.queues
-    alloc = qs.allocated[q]
-    fair = qs.fair_share[q]
-    over = bool(np.all(fair < alloc))
-    with_job = alloc + job_resources
-    starved = all(_le(with_job[r], qs.deserved[q, r]) for r in range(3))
-    allocatable = qs.allocatable[q]
+    consts = qs.__dict__.get("_order_consts")
+    if consts is None or consts[0] is not qs.fair_share or consts[5] is not qs.allocatable:
+        consts = (qs.fair_share, qs.fair_share.tolist(), qs.deserved.tolist(), qs.allocatable.tolist(),
+                  qs.total.tolist(), qs.allocatable, (-qs.priority).tolist())
+        qs._order_consts = consts
+    _, fair_l, des_l, alloc_l, total, _, prio = consts
+    alloc = qs.allocated[q].tolist()
+    fair, deserved, allocatable = fair_l[q], des_l[q], alloc_l[q]
+    job = job_resources.tolist() if hasattr(job_resources, "tolist") else list(job_resources)
+    over = fair[0] < alloc[0] and fair[1] < alloc[1] and fair[2] < alloc[2]
+    with_job = [alloc[0] + job[0], alloc[1] + job[1], alloc[2] + job[2]]
+    starved = _le(with_job[0], deserved[0]) and _le(with_job[1], deserved[1]) and _le(with_job[2], deserved[2])
     violation = any(allocatable[r] == 0 and with_job[r] > 0 for r in range(3))
-    drs_with = dominant_resource_share(with_job, allocatable, qs.total)
-    drs_without = dominant_resource_share(alloc, allocatable, qs.total)
-    return (over, not starved, -qs.priority[q], violation, drs_with, drs_without)
+    return (over, not starved, prio[q], violation,
+            dominant_resource_share(with_job, allocatable, total), dominant_resource_share(alloc, allocatable, total))
 
 
 def _allocatable_less(a: np.ndarray, b: np.ndarray) -> bool:
@@ -189,11 +194,17 @@ class JobsOrderByQueues:
         return entry
 
     def _select(self, queues) -> int:
-        best = -1
-        best_key = None
+        """The queue that goes first: the smallest keys 1–6; on an exact tie keys 7, 8 (and name)."""
+        keyed = [(self._best(q)[2], q) for q in queues]
+        if len(keyed) == 1:
+            return keyed[0][1]
+        low = min(keyed)
+        tied = [q for key, q in keyed if key == low[0]]
+        if len(tied) == 1:
+            return tied[0]
         s = self.session
-        for q in sorted(queues):
-            key = self._best(q)[2]
-            if best < 0 or queue_less(s, q, key, best, best_key):
-                best, best_key = q, key
+        best = tied[0]
+        for q in tied[1:]:
+            if queue_less(s, q, low[0], best, low[0]):
+                best = q
         return best

@@ -147,3 +147,37 @@ def test_ordered_nodes_and_fit_error():
     msg, details = s.fit_error(i)
     assert msg == "0/2 nodes fit: 2 insufficient GPU (need 4, max free 3)"
     assert details["first_failure_counts"] == {"GPU": 2}
+
+
+@pytest.mark.parametrize("gpu_strategy,cpu_strategy", [("binpack", "binpack"), ("spread", "spread")])
+def test_incremental_node_choice_equals_full_kai_scoring(gpu_strategy, cpu_strategy):
+    """best_node(i) (cached, updated one changed node at a time) must pick exactly the node that the full
+    Σ-of-plugin-scores order picks, along a random sequence of placements and evictions."""
+    rng = np.random.default_rng(3)
+    nodes = "\n".join(
+        f"  - {{name: n{k:02d}, gpus: {int(rng.integers(0, 9))}, gpu_memory_mib: 40000, "
+        f"cpu_millis: {int(rng.integers(4, 64)) * 1000}, memory_bytes: 256Gi}}" for k in range(24))
+    shapes = [("gpu: 1", 1000), ("gpu: 2", 4000), ("gpu: 0.5", 500), ("cpu_millis: 3000", 0), ("gpu: 0.25, gpu_devices: 2", 100)]
+    jobs = []
+    for k in range(60):
+        shape, cpu = shapes[k % len(shapes)]
+        extra = f", cpu_millis: {cpu}" if "cpu_millis" not in shape else ""
+        jobs.append(f"  - {{name: j{k:02d}, queue: team, tasks: [{{name: t{k:02d}, {shape}{extra}}}]}}")
+    text = (f"config: {{placement: {{gpu: {gpu_strategy}, cpu: {cpu_strategy}}}}}\nnodes:\n{nodes}\n"
+            "queues: [{name: team, cpu: {quota: -1}, memory: {quota: -1}}]\njobs:\n" + "\n".join(jobs))
+    s = session_from_yaml(text)
+    placed = []
+    for k in range(60):
+        i = tid(s, f"t{k:02d}")
+        full = s.best_node(i, s.fit(i))
+        assert s.best_node(i) == full, f"step {k}"
+        if full >= 0:
+            st = Statement(s)
+            assert s.place(st, i, full)
+            st.commit()
+            placed.append(i)
+        if k % 7 == 6 and placed:  # free something now and then (evict, then drop the eviction)
+            st = Statement(s)
+            victim = placed.pop(0)
+            st.evict(victim, "test")
+            st.commit()

@@ -32,10 +32,8 @@ def candidate_jobs(session: Session) -> list[int]:
     out gets its reason recorded on the session."""
     out = []
     qs = session.queues
-    for info in session.jobs:
-        j = info.index
-        if not session.has_pending(j):
-            continue
+    for j in session.jobs_with_pending():
+        info = session.jobs[j]
         if info.queue < 0 or _orphan(session, info.queue):
             session.set_reason(j, QUEUE_DOES_NOT_EXIST,
                                f"queue {info.job.queue!r} does not exist (or one of its ancestors is missing)",
@@ -76,7 +74,7 @@ def allocate(session: Session) -> None:
             failed.clear()
             failed_epoch = session.free_epoch
         if attempt_job(session, j, failed):
-            if session.tasks_to_allocate(j):
+            if session.has_pending(j):  # KAI HasTasksToAllocate
                 order.push(j)
 
 
@@ -98,10 +96,9 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
     had_allocated = any(session.status[i] in ("running", "binding") for i in info.tasks)
     stmt = Statement(session)
     for index, i in enumerate(tasks):
-        fit = session.fit(i)
-        n = session.best_node(i, fit)
-        if n < 0 or not session.place(stmt, i, n, fit):
-            fit_message, details = session.fit_error(i, fit)
+        n = session.best_node(i)
+        if n < 0 or not session.place(stmt, i, n):
+            fit_message, details = session.fit_error(i)
             message = _failure_message(session, j, i, index, fit_message)
             stmt.discard()
             details = dict(details, task=session.task_names[i], placed_before_failure=index)

@@ -1,7 +1,7 @@
 """Node placement strategies and GPU device order, registered by name.
 
 A node-placement strategy is a module (or object) with ``score(free, total, considered) -> ndarray`` over
-all nodes (see :mod:`.binpack`, :mod:`.spread`). Adding one (e.g. fragmentation-aware) is one file plus one
+all nodes and optionally ``local_score`` (see :class:`NodeStrategy`) (see :mod:`.binpack`, :mod:`.spread`). Adding one (e.g. fragmentation-aware) is one file plus one
 :func:`register` line below; the name then becomes valid in ``config.placement.gpu|cpu`` because the
 registry extends :data:`scheduler.model.PLACEMENT_STRATEGIES`.
 
@@ -25,6 +25,10 @@ class NodeStrategy(Protocol):
 
     def score(self, free: np.ndarray, total: np.ndarray, considered: np.ndarray) -> np.ndarray:
         """Per-node score in [0, 9] (higher = preferred). ``free``/``total`` of the strategy's resource."""
+
+    # Optional: ``local_score(free, total, max_total)`` ordering nodes exactly like ``score`` but computed
+    # per node (no normalisation over all nodes). When present, the session updates cached node orders
+    # incrementally, one changed node at a time; without it every query scores all nodes.
 
 
 NODE_STRATEGIES: dict[str, NodeStrategy] = {}

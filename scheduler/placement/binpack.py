@@ -31,3 +31,14 @@ def score(free: np.ndarray, total: np.ndarray, considered: np.ndarray) -> np.nda
     out = MAX_HIGH_DENSITY * (1.0 - (free - lo) / (hi - lo))
     out[total <= 0] = 0.0
     return out
+
+
+def local_score(free: np.ndarray, total: np.ndarray, max_total: float) -> np.ndarray:
+    """A per-node score that orders nodes exactly like :func:`score` (strictly decreasing in ``free``,
+    in [0, 9]) without the min/max over all nodes, so it can be updated one node at a time."""
+    return np.where(total > 0, MAX_HIGH_DENSITY * (1.0 - free / (max_total + 1.0)), 0.0)
+
+
+def local_score_one(free: float, total: float, max_total: float) -> float:
+    """:func:`local_score` for one node, in plain Python."""
+    return MAX_HIGH_DENSITY * (1.0 - free / (max_total + 1.0)) if total > 0 else 0.0

@@ -75,7 +75,21 @@ class NodeFit:
     idle_fit: np.ndarray    # bool[N]: KAI IsTaskAllocatable (fits on idle resources)
     shared_fit: Optional[np.ndarray] = None   # bool[N, G]: existing shared GPUs the request fits on
     task_mem: Optional[np.ndarray] = None     # MiB per device on each node (shared requests)
-    failures: dict[str, np.ndarray] = field(default_factory=dict)  # reason -> bool[N] (first failure)
+    parts: dict[str, Optional[np.ndarray]] = field(default_factory=dict)  # check name -> bool[N] ok mask
+
+    @property
+    def failures(self) -> dict[str, np.ndarray]:
+        """Check name -> nodes for which it is the *first* failing check (not ready, GPU, CPU, memory,
+        pods, queue quota on node)."""
+        out: dict[str, np.ndarray] = {}
+        left = None
+        for name, ok in self.parts.items():
+            if ok is None:
+                continue
+            bad = ~ok if left is None else (~left & ~ok)
+            out[name] = bad
+            left = bad if left is None else (left | bad)
+        return out
 
 
 @dataclass
@@ -87,6 +101,34 @@ class _TaskState:
     accepted: float
     shadow: Optional[tuple]
     evict_prior: Optional[str]
+
+
+class JobTable:
+    """``session.jobs[j]``: :class:`JobInfo` objects built on first access (a cluster may hold 100k+ jobs
+    of which an action touches a few)."""
+
+    def __init__(self, session: "Session"):
+        self._s = session
+        self._cache: dict[int, JobInfo] = {}
+        self._jobs = session.snapshot.jobs
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __getitem__(self, j: int) -> JobInfo:
+        info = self._cache.get(j)
+        if info is None:
+            s = self._s
+            job = self._jobs[j]
+            a, b = s.job_start[j], s.job_start[j + 1]
+            info = JobInfo(index=j, job=job, key=job.key, queue=s.job_queue[j], priority=job.priority,
+                           preemptible=not s.job_non_preemptible[j], creation=job.creation_time,
+                           tasks=list(range(a, b)), podsets=[])
+            self._cache[j] = info
+        return info
+
+    def __iter__(self):
+        return (self[j] for j in range(len(self._jobs)))
 
 
 class Session:
@@ -117,6 +159,17 @@ class Session:
         # open statement (a rollback returns exactly to its checkpoint, so it frees nothing older).
         self.free_epoch = 0
         self._build_tasks(snapshot)
+        self._order_cache: dict[tuple, list] = {}
+        self._max_gpus = float(ns.gpus.max(initial=0))
+        self._max_cpu = float(ns.allocatable[:, CPU].max(initial=0))
+        self._gpu_one = getattr(self.gpu_strategy, "local_score_one", None)
+        self._cpu_one = getattr(self.cpu_strategy, "local_score_one", None)
+        self._node_ready = ns.ready.tolist()
+        self._node_gpus = ns.gpus.tolist()
+        self._node_cpu = ns.allocatable[:, CPU].tolist()
+        self._node_cpu_only = ns.cpu_only.tolist()
+        self._tta_cache: dict[int, tuple[int, list[int]]] = {}
+        self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
 
     # ================================================================== build
 
@@ -133,12 +186,12 @@ class Session:
         nget = ns.index.get
         status = [t.status for t in tasks]
         node = [nget(t.node, -1) for t in tasks]
-        self.gpu = np.fromiter((t.gpu for t in tasks), float, T)
+        self.gpu = np.array([t.gpu for t in tasks], dtype=float)
         gmem = [t.gpu_memory_mib for t in tasks]
         self.gmem = np.array([np.nan if m is None else m for m in gmem], dtype=float)
-        self.dev = np.fromiter((t.gpu_devices for t in tasks), np.int64, T)
-        self.cpu = np.fromiter((t.cpu_millis for t in tasks), float, T)
-        self.mem = np.fromiter((t.memory_bytes for t in tasks), float, T)
+        self.dev = np.array([t.gpu_devices for t in tasks], dtype=np.int64)
+        self.cpu = np.array([t.cpu_millis for t in tasks], dtype=float)
+        self.mem = np.array([t.memory_bytes for t in tasks], dtype=float)
         has_mem = ~np.isnan(self.gmem)
         kind = np.zeros(T, dtype=np.int8)
         kind[self.gpu >= 1] = KIND_WHOLE
@@ -193,7 +246,12 @@ class Session:
                 self.group_ids.update(gs)
         self._build_whole_slots(node_arr, on_node, releasing)
         self._build_shared(node_arr, on_node, releasing)
+        ns.refresh()
         self._build_jobs(snapshot)
+        self._vec_cache: dict[int, np.ndarray] = {}
+        self._cpu_l = self.cpu.tolist()
+        self._mem_l = self.mem.tolist()
+        self._gpu_l = self.gpu.tolist()
 
     def _build_whole_slots(self, node_arr, on_node, releasing) -> None:
         ns = self.nodes
@@ -288,18 +346,33 @@ class Session:
 
     def _build_jobs(self, snapshot: Snapshot) -> None:
         qidx = self.queues.index
-        self.jobs: list[JobInfo] = []
-        self.job_index: dict[str, int] = {}
-        start = 0
-        for j, job in enumerate(snapshot.jobs):
-            n = len(job.tasks)
-            tids = list(range(start, start + n))
-            start += n
-            info = JobInfo(index=j, job=job, key=job.key, queue=qidx.get(job.queue, -1), priority=job.priority,
-                           preemptible=job.is_preemptible, creation=job.creation_time, tasks=tids, podsets=[])
-            self.jobs.append(info)
-            self.job_index[info.key] = j
+        jobs = snapshot.jobs
+        counts = np.array([len(job.tasks) for job in jobs], dtype=np.int64)
+        self.job_start = np.concatenate(([0], np.cumsum(counts))).tolist()
+        self.job_queue = [qidx.get(job.queue, -1) for job in jobs]
+        explicit = [job.preemptible for job in jobs]
+        prio = [job.priority for job in jobs]
+        from ..model import NON_PREEMPTIBLE_PRIORITY
+        self.job_non_preemptible = [(not e) if e is not None else p >= NON_PREEMPTIBLE_PRIORITY
+                                    for e, p in zip(explicit, prio)]
+        self.jobs = JobTable(self)
+        self._job_index: Optional[dict[str, int]] = None
         self._podsets_built: set[int] = set()
+
+    @property
+    def job_index(self) -> dict[str, int]:
+        """Job key → job index (built on first use)."""
+        if self._job_index is None:
+            self._job_index = {job.key: j for j, job in enumerate(self.snapshot.jobs)}
+        return self._job_index
+
+    def jobs_with_pending(self) -> list[int]:
+        """Indices of jobs that have at least one pending task now."""
+        st = np.array(self.status, dtype=object) == "pending"
+        if not st.any():
+            return []
+        per_job = np.bincount(np.array(self.task_job)[st], minlength=len(self.job_start) - 1)
+        return np.nonzero(per_job)[0].tolist()
 
     def podsets(self, j: int) -> list[PodSet]:
         """The job's gangs: one per declared subgroup (declaration order), plus ``default`` for tasks
@@ -330,7 +403,7 @@ class Session:
 
     def _task_order_key(self, i: int):
         t = self.task_objs[i]
-        ct = t.creation_time if t.creation_time is not None else self.jobs[self.task_job[i]].creation
+        ct = t.creation_time if t.creation_time is not None else self.snapshot.jobs[self.task_job[i]].creation_time
         return (ct, t.name)
 
     # ================================================================== task facts
@@ -373,9 +446,13 @@ class Session:
         return float(self.gpu[i])
 
     def task_vector(self, i: int) -> np.ndarray:
-        """Non-shared node resources of a task: (whole GPUs, cpu, memory, pods)."""
-        return np.array([float(self.gpu[i]) if self.kind_list[i] == KIND_WHOLE else 0.0,
-                         float(self.cpu[i]), float(self.mem[i]), 1.0])
+        """Non-shared node resources of a task: (whole GPUs, cpu, memory, pods). Do not modify."""
+        vec = self._vec_cache.get(i)
+        if vec is None:
+            vec = np.array([float(self.gpu[i]) if self.kind_list[i] == KIND_WHOLE else 0.0,
+                            float(self.cpu[i]), float(self.mem[i]), 1.0])
+            self._vec_cache[i] = vec
+        return vec
 
     def queue_amount(self, i: int) -> np.ndarray:
         """What the task adds to its queue's Allocated: (accepted GPUs, cpu, memory)."""
@@ -390,7 +467,7 @@ class Session:
     def _account(self, i: int, sign: int) -> None:
         """Add (+1) or remove (-1) the task's current placement from node and queue accounting."""
         status, n = self.status[i], self.node[i]
-        job = self.jobs[self.task_job[i]]
+        j = self.task_job[i]
         if n >= 0 and status in OCCUPIES_NODE:
             vec = self.task_vector(i)
             shared = self._shared_parts(i, n, self.indices[i]) if self.is_shared(i) else None
@@ -402,8 +479,9 @@ class Session:
                 self.nodes.add(n, vec, status, shared, whole, owner=i)
             else:
                 self.nodes.remove(n, vec, status, shared, whole, owner=i)
-        if status in COUNTS_IN_QUEUE and job.queue >= 0:
-            self.queues.add(job.queue, self.queue_amount(i), not job.preemptible, float(sign))
+        q = self.job_queue[j]
+        if status in COUNTS_IN_QUEUE and q >= 0:
+            self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], float(sign))
         sh = self.shadow.get(i)
         if sh is not None:
             sn, sgroups, sidx, _ = sh
@@ -434,6 +512,7 @@ class Session:
 
     def _apply(self, i: int, new: _TaskState) -> None:
         """Move task ``i`` to ``new`` state, keeping node and queue accounting consistent."""
+        self.job_version[self.task_job[i]] += 1
         self._account(i, -1)
         self.status[i] = new.status
         self.node[i] = new.node
@@ -488,6 +567,14 @@ class Session:
     def tasks_to_allocate(self, j: int) -> list[int]:
         """KAI ``GetTasksToAllocate``: gang phase = (min − active) pending tasks of every unsatisfied
         gang; once every gang is satisfied, exactly one more task (elastic growth)."""
+        cached = self._tta_cache.get(j)
+        if cached is not None and cached[0] == self.job_version[j]:
+            return list(cached[1])
+        out = self._tasks_to_allocate(j)
+        self._tta_cache[j] = (self.job_version[j], out)
+        return list(out)
+
+    def _tasks_to_allocate(self, j: int) -> list[int]:
         sets = self.podsets(j)
         counts = [self.active_allocated(ps) for ps in sets]
         if any(c < ps.min_available for c, ps in zip(counts, sets)):
@@ -546,63 +633,102 @@ class Session:
     # ================================================================== node fit and order
 
     def fit(self, i: int) -> NodeFit:
-        """Where task ``i`` fits: idle + releasing resources (KAI ``FittingNode``), idle only
-        (``IsTaskAllocatable``), and the first failure reason of every node that does not fit."""
+        """Where task ``i`` fits over every node: idle + releasing resources (KAI ``FittingNode``), idle
+        only (``IsTaskAllocatable``); the per-check masks stay available for the fit error."""
+        return self._eval(i, slice(None))
+
+    def _eval(self, i: int, rows) -> NodeFit:
+        """:meth:`fit` restricted to ``rows`` (an index array or a slice), plus each node's local score
+        (see :meth:`best_node`) in ``NodeFit.local``."""
         ns = self.nodes
         cpu, mem = float(self.cpu[i]), float(self.mem[i])
-        idle, rel = ns.idle, ns.rel
-        free_cpu = idle[:, CPU] + rel[:, CPU]
-        free_mem = idle[:, MEM] + rel[:, MEM]
-        free_pods = idle[:, PODS] + rel[:, PODS]
-        cpu_ok = free_cpu >= cpu
-        mem_ok = free_mem >= mem
-        pods_ok = free_pods >= 1
-        base_idle = (idle[:, CPU] >= cpu) & (idle[:, MEM] >= mem) & (idle[:, PODS] >= 1)
+        fT, iT = ns.freeT[:, rows], ns.idleT[:, rows]
+        cpu_ok, mem_ok, pods_ok = fT[CPU] >= cpu, fT[MEM] >= mem, fT[PODS] >= 1
+        base_idle = (iT[CPU] >= cpu) & (iT[MEM] >= mem) & (iT[PODS] >= 1)
+        ready = ns.ready[rows]
         k = self.kind_list[i]
-        shared_fit = task_mem = None
-        cap_ok = None
+        shared_fit = task_mem = cap_ok = None
         if k == KIND_NONE:
-            gpu_ok = np.ones(ns.n, dtype=bool)
-            gpu_idle = gpu_ok
+            gpu_ok = None
+            fits = ready & cpu_ok & mem_ok & pods_ok
+            idle_fit = fits & base_idle
+            local = self._cpu_local(fT[CPU], ns.allocatable[rows, CPU]) + np.where(ns.cpu_only[rows], scores.RESOURCE_TYPE, 0.0)
         elif k == KIND_WHOLE:
             need = float(self.gpu[i])
-            gpu_ok = idle[:, GPU] + rel[:, GPU] >= need
-            gpu_idle = idle[:, GPU] >= need
+            gpu_ok = fT[GPU] >= need
+            fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
+            idle_fit = fits & base_idle & (iT[GPU] >= need)
+            local = self._gpu_local(fT[GPU], ns.gpus[rows])
         else:
             d = int(self.dev[i])
-            task_mem = ns.task_mem_on_nodes(float(self.gpu[i]), None if k != KIND_MEMORY else float(self.gmem[i]))
-            valid = (ns.gpus > 0) & (task_mem <= ns.gpu_mem) & (ns.gpu_mem > 0)
-            shared_fit = ns.group_fits(task_mem)
+            gmem = ns.gpu_mem[rows]
+            task_mem = (np.full(gmem.shape, float(self.gmem[i])) if k == KIND_MEMORY
+                        else np.floor(float(self.gpu[i]) * gmem + 1e-9))
+            valid = (ns.gpus[rows] > 0) & (task_mem <= gmem) & (gmem > 0)
+            room = gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows] - task_mem[:, None]
+            shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
             count = shared_fit.sum(axis=1)
-            gpu_ok = valid & (np.floor(idle[:, GPU] + rel[:, GPU]) + count >= d)
-            # KAI's IsTaskAllocatable counts matching shared GPUs including their releasing memory.
-            gpu_idle = valid & (np.floor(idle[:, GPU]) + count >= d)
+            gpu_ok = valid & (np.floor(fT[GPU]) + count >= d)
+            fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
             if k == KIND_MEMORY:
-                cap_ok = self._node_capacity_ok(i, task_mem)
-        fits = ns.ready & gpu_ok & cpu_ok & mem_ok & pods_ok
-        if cap_ok is not None:
-            fits &= cap_ok
-        res = NodeFit(fits=fits, idle_fit=fits & base_idle & gpu_idle, shared_fit=shared_fit, task_mem=task_mem)
-        if not fits.all():
-            left = ~ns.ready
-            res.failures["not ready"] = left.copy()
-            for name, ok in (("GPU", gpu_ok), ("CPU", cpu_ok), ("memory", mem_ok), ("pods", pods_ok),
-                             ("queue quota on node", cap_ok)):
-                if ok is None:
-                    continue
-                bad = ~left & ~ok
-                res.failures[name] = bad
-                left = left | bad
+                cap_ok = self._node_capacity_ok(i, task_mem, rows)
+                fits &= cap_ok
+            # KAI's IsTaskAllocatable counts matching shared GPUs including their releasing memory.
+            idle_fit = fits & base_idle & valid & (np.floor(iT[GPU]) + count >= d)
+            local = self._gpu_local(fT[GPU], ns.gpus[rows])
+            if self.config.placement.gpu == "binpack":
+                local = local + np.where(count > 0, scores.GPU_SHARING, 0.0)
+        local = local + np.where(idle_fit, scores.AVAILABILITY, 0.0)
+        parts = {"not ready": ready, "GPU": gpu_ok, "CPU": cpu_ok, "memory": mem_ok, "pods": pods_ok,
+                 "queue quota on node": cap_ok}
+        res = NodeFit(fits=fits, idle_fit=idle_fit, shared_fit=shared_fit, task_mem=task_mem, parts=parts)
+        res.local = local
         return res
 
-    def _node_capacity_ok(self, i: int, task_mem: np.ndarray) -> np.ndarray:
+    def _eval_node(self, i: int, n: int) -> tuple[bool, bool, float]:
+        """:meth:`_eval` for one node and a CPU-only or whole-GPU task, in plain Python (the hot path of
+        incremental node ordering): ``(fits, fits on idle, local score)``."""
+        ns = self.nodes
+        f0, f1, f2, f3 = ns.free[n].tolist()
+        i0, i1, i2, i3 = ns.idle[n].tolist()
+        cpu, mem = self._cpu_l[i], self._mem_l[i]
+        fits = self._node_ready[n] and f1 >= cpu and f2 >= mem and f3 >= 1
+        idle = i1 >= cpu and i2 >= mem and i3 >= 1
+        if self.kind_list[i] == KIND_NONE:
+            one = self._cpu_one
+            local = (one(f1, self._node_cpu[n], self._max_cpu) if one is not None else
+                     float(self._cpu_local(np.array([f1]), ns.allocatable[n:n + 1, CPU])[0]))
+            if self._node_cpu_only[n]:
+                local += scores.RESOURCE_TYPE
+        else:
+            need = self._gpu_l[i]
+            fits = fits and f0 >= need
+            idle = idle and i0 >= need
+            one = self._gpu_one
+            local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
+                     float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
+        idle = fits and idle
+        if idle:
+            local += scores.AVAILABILITY
+        return fits, idle, local
+
+    def _gpu_local(self, free: np.ndarray, total: np.ndarray) -> np.ndarray:
+        fn = getattr(self.gpu_strategy, "local_score", None)
+        return fn(free, total, self._max_gpus) if fn else np.zeros(free.shape)
+
+    def _cpu_local(self, free: np.ndarray, total: np.ndarray) -> np.ndarray:
+        fn = getattr(self.cpu_strategy, "local_score", None)
+        return fn(free, total, self._max_cpu) if fn else np.zeros(free.shape)
+
+    def _node_capacity_ok(self, i: int, task_mem: np.ndarray, rows=slice(None)) -> np.ndarray:
         """KAI ``IsTaskAllocationOnNodeOverCapacity`` for a gpu-memory request: the GPU amount depends on
         the node's GPU memory, so limit / non-preemptible quota are re-checked per node."""
         info = self.jobs[self.task_job[i]]
         ns, qs = self.nodes, self.queues
+        gmem = ns.gpu_mem[rows]
         with np.errstate(divide="ignore", invalid="ignore"):
-            gpus = int(self.dev[i]) * _mem_to_fraction(task_mem, np.where(ns.gpu_mem > 0, ns.gpu_mem, 1.0))
-        ok = np.ones(ns.n, dtype=bool)
+            gpus = int(self.dev[i]) * _mem_to_fraction(task_mem, np.where(gmem > 0, gmem, 1.0))
+        ok = np.ones(gmem.shape, dtype=bool)
         if info.queue < 0:
             return ok
         for a in qs.chains[info.queue]:
@@ -640,22 +766,75 @@ class Session:
         return cand[order].tolist()
 
     def best_node(self, i: int, fit: Optional[NodeFit] = None) -> int:
-        """The first node of :meth:`ordered_nodes` (or -1), without sorting them all."""
-        fit = fit or self.fit(i)
-        if not fit.fits.any():
-            return -1
-        sc = np.where(fit.fits, self.node_scores(i, fit), -np.inf)
-        return int(np.argmax(sc))
+        """The first node of :meth:`ordered_nodes` (or -1), without sorting them all.
+
+        Node order only compares nodes, so each node's score may be replaced by any value that orders
+        nodes the same way. Strategies with ``local_score`` give such a per-node value; then a cache per
+        request shape keeps every node's value and, on the next query, recomputes only the nodes changed
+        since (``NodeState.change_log``): placing a task touches one node, not 4,000. gpu-memory requests
+        (their per-node quota check depends on the queue) and strategies without ``local_score`` are scored
+        in full each time.
+        """
+        if fit is not None:
+            if not fit.fits.any():
+                return -1
+            return int(np.argmax(np.where(fit.fits, self.node_scores(i, fit), -np.inf)))
+        k = self.kind_list[i]
+        strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
+        if k == KIND_MEMORY or not hasattr(strategy, "local_score"):
+            return self.best_node(i, self.fit(i))
+        key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]))
+        log = self.nodes.change_log
+        entry = self._order_cache.get(key)
+        if entry is None:
+            f = self._eval(i, slice(None))
+            entry = [len(log), np.where(f.fits, f.local, -np.inf)]
+            self._order_cache[key] = entry
+        elif entry[0] < len(log):
+            dirty = np.unique(np.array(log[entry[0]:], dtype=np.int64))
+            if dirty.size > self.nodes.n // 4:
+                f = self._eval(i, slice(None))
+                entry[1] = np.where(f.fits, f.local, -np.inf)
+            elif k <= KIND_WHOLE and dirty.size <= 8:
+                vals = entry[1]
+                for n in dirty.tolist():
+                    fits, _, local = self._eval_node(i, n)
+                    vals[n] = local if fits else -np.inf
+            else:
+                f = self._eval(i, dirty)
+                entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
+            entry[0] = len(log)
+        values = entry[1]
+        nom = self.nominated.get(i)
+        if nom is not None and values[nom] > -np.inf:
+            values = values.copy()
+            values[nom] += scores.NOMINATED_NODE
+        n = int(np.argmax(values))
+        return n if values[n] > -np.inf else -1
 
     # ================================================================== placing one task
 
-    def place(self, stmt, i: int, n: int, fit: NodeFit, pipeline_only: bool = False) -> bool:
+    def place(self, stmt, i: int, n: int, fit: Optional[NodeFit] = None, pipeline_only: bool = False) -> bool:
         """Put task ``i`` on node ``n`` through ``stmt``: allocate when it fits on idle resources, else
         pipeline onto releasing ones (KAI ``allocateTaskToNode``). Shared-GPU requests choose devices by
         the GPU order (``AllocateFractionalGPUTaskToNode``)."""
+        if fit is None and self.kind_list[i] <= KIND_WHOLE:
+            fits, idle_ok, _ = self._eval_node(i, n)
+            if not fits:
+                return False
+            return self._place_whole(stmt, i, n, idle_ok, pipeline_only)
+        if fit is None or fit.fits.shape[0] != self.nodes.n:
+            one = self._eval(i, np.array([n]))
+            fit = NodeFit(fits=_scatter(one.fits, n, self.nodes.n), idle_fit=_scatter(one.idle_fit, n, self.nodes.n),
+                          shared_fit=None if one.shared_fit is None else _scatter(one.shared_fit, n, self.nodes.n),
+                          task_mem=None if one.task_mem is None else _scatter(one.task_mem, n, self.nodes.n))
+            if not fit.fits[n]:
+                return False
         if self.is_shared(i):
             return self._place_shared(stmt, i, n, fit, pipeline_only)
-        idle_ok = bool(fit.idle_fit[n])
+        return self._place_whole(stmt, i, n, bool(fit.idle_fit[n]), pipeline_only)
+
+    def _place_whole(self, stmt, i: int, n: int, idle_ok: bool, pipeline_only: bool) -> bool:
         pipelined = pipeline_only or not idle_ok
         indices = self.nodes.free_whole_slots(n, int(self.gpu[i]), pipelined) if self.kind_list[i] == KIND_WHOLE else []
         if not pipelined:
@@ -722,7 +901,7 @@ class Session:
         ready"`` and the numbers behind it."""
         fit = fit or self.fit(i)
         ns = self.nodes
-        counts = {name: int(mask.sum()) for name, mask in fit.failures.items() if mask.any()}
+        counts = {name: int(mask.sum()) for name, mask in fit.failures.items() if mask.any() and not fit.fits.all()}
         parts = []
         details: dict = {"nodes": ns.n, "nodes_fitting": int(fit.fits.sum()), "first_failure_counts": counts}
         for name, c in counts.items():
@@ -776,14 +955,17 @@ class Session:
 
     def changed_tasks(self) -> list[int]:
         """Tasks whose status, node or GPU placement differs from the input snapshot."""
-        out = []
         objs = self.task_objs
-        nget = self.nodes.names
+        names = self.nodes.names
+        status, node, groups, indices = self.status, self.node, self.groups, self.indices
+        out = []
         for i, t in enumerate(objs):
-            n = self.node[i]
-            node_name = nget[n] if n >= 0 else None
-            if (self.status[i] != t.status or node_name != t.node or self.groups[i] != t.gpu_groups
-                    or self.indices[i] != t.gpu_indices):
+            if status[i] != t.status:
+                out.append(i)
+                continue
+            n = node[i]
+            if (names[n] if n >= 0 else None) != t.node or groups[i] is not t.gpu_groups and groups[i] != t.gpu_groups \
+                    or indices[i] is not t.gpu_indices and indices[i] != t.gpu_indices:
                 out.append(i)
         return out
 
@@ -792,6 +974,13 @@ class Session:
 
     def queue_stats(self) -> dict[str, dict[str, dict[str, float]]]:
         return {name: self.queues.stats(q) for q, name in enumerate(self.queues.names)}
+
+
+def _scatter(values: np.ndarray, n: int, size: int) -> np.ndarray:
+    """A length-``size`` array holding ``values[0]`` at ``n`` (a one-node evaluation seen as all nodes)."""
+    out = np.zeros((size,) + values.shape[1:], dtype=values.dtype)
+    out[n] = values[0]
+    return out
 
 
 def _mem_to_fraction(mem: np.ndarray, node_mem: np.ndarray) -> np.ndarray:

@@ -71,14 +71,24 @@ class NodeState:
             k = min(ext_slots[i], int(self.gpus[i]))
             top = int(self.gpus[i])
             self.slot_whole[i, top - k:top] = SLOT_EXTERNAL
+        self.free = self.idle + self.rel
+        self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
+        self.idleT = np.ascontiguousarray(self.idle.T)  # KAI NonAllocated (idle + releasing), kept in step
         self.cpu_only = self.gpus == 0
         self.version = 0  # bumped on every change; lets callers cache per-state results
+        self.change_log: list[int] = []  # node index of every change, in order (for incremental caches)
 
     # ------------------------------------------------------------------ derived quantities
 
     def non_allocated(self, column: int) -> np.ndarray:
         """KAI ``NonAllocatedResource``: idle + releasing of one resource column, all nodes."""
-        return self.idle[:, column] + self.rel[:, column]
+        return self.free[:, column]
+
+    def refresh(self) -> None:
+        """Recompute derived arrays after bulk edits of ``idle``/``rel``."""
+        self.free = self.idle + self.rel
+        self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
+        self.idleT = np.ascontiguousarray(self.idle.T)
 
     def used_gpu_count(self, n: int) -> int:
         """KAI ``getNumberOfUsedGPUs``: whole GPUs used + shared groups in use."""
@@ -109,6 +119,7 @@ class NodeState:
         """Account a task on node ``n``: ``vec`` = (whole GPUs, cpu, memory, pods) it takes,
         ``shared`` = ``[(slot, MiB)]`` for a shared-GPU task, ``whole_slots`` = its device indices."""
         self.version += 1
+        self.change_log.append(n)
         self.used[n] += vec
         if status == "releasing":
             self.rel[n] += vec
@@ -131,11 +142,15 @@ class NodeState:
                 self.slot_owner[n, s] = owner
         for slot, mem in shared or ():
             self._add_shared(n, slot, mem, status)
+        self.free[n] = self.idle[n] + self.rel[n]
+        self.freeT[:, n] = self.free[n]
+        self.idleT[:, n] = self.idle[n]
 
     def remove(self, n: int, vec: np.ndarray, status: str, shared: Optional[list[tuple[int, float]]] = None,
                whole_slots: Optional[list[int]] = None, owner: int = -1) -> None:
         """Inverse of :meth:`add` for a task currently accounted with ``status``."""
         self.version += 1
+        self.change_log.append(n)
         self.used[n] -= vec
         if status == "releasing":
             self.rel[n] -= vec
@@ -155,6 +170,9 @@ class NodeState:
                     self.slot_owner[n, s] = -1
         for slot, mem in shared or ():
             self._remove_shared(n, slot, mem, status)
+        self.free[n] = self.idle[n] + self.rel[n]
+        self.freeT[:, n] = self.free[n]
+        self.idleT[:, n] = self.idle[n]
 
     def _add_shared(self, n: int, s: int, mem: float, status: str) -> None:
         self.sh_used[n, s] += mem

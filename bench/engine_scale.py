@@ -1,0 +1,162 @@
+"""Engine scale benchmark: one session (fair share + allocate) on generated clusters.
+
+    python -m bench.engine_scale                 # both sizes, medians over repeated runs
+    python -m bench.engine_scale --size small --repeat 30
+    python -m bench.engine_scale --size large --repeat 5 --profile
+
+Sizes (design.md budgets):
+
+- ``small``: 100 nodes × 8 GPUs, 500 pending jobs (mostly 1-GPU, some fractions, 2×2-GPU gangs and CPU
+  jobs), 4 leaf queues under 2 departments. Budget ≤ 50 ms; KAI's Go micro-benchmark for 100 nodes / 500
+  jobs takes 150–190 ms.
+- ``large``: 4,000 nodes × 8 GPUs, 140,000 pods of which 10,000 pending, 50 leaf queues under 10
+  departments. Budget ≤ 1 s; KAI reports 1–2.4 s per cycle on a 4,000-node / 140,000-pod snapshot.
+
+The generator is seeded, so every run sees the same cluster. ``session`` = fair share + session open +
+allocate (the budgeted work); ``result`` = building the ScheduleResult (decisions for every task and the
+after-snapshot), reported separately. ``wall`` and ``cpu`` time the whole call; on a shared machine the
+process CPU time is the steadier figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from scheduler.engine import run_session
+from scheduler.model import Job, Node, Queue, QueueResource, Snapshot, Task
+
+GiB = 2**30
+
+
+def _queues(departments: int, teams: int) -> list[Queue]:
+    out = []
+    for d in range(departments):
+        dept = f"dept-{d}"
+        out.append(Queue(name=dept, creation_time=d, gpu=QueueResource(quota=0, limit=-1),
+                         cpu=QueueResource(quota=-1), memory=QueueResource(quota=-1)))
+        for t in range(teams):
+            out.append(Queue(name=f"{dept}-team-{t}", parent=dept, creation_time=100 + d * teams + t,
+                             gpu=QueueResource(quota=0, limit=-1, over_quota_weight=1 + t % 3),
+                             cpu=QueueResource(quota=-1), memory=QueueResource(quota=-1)))
+    return out
+
+
+def _nodes(count: int) -> list[Node]:
+    return [Node(name=f"node-{i:05d}", gpus=8, gpu_memory_mib=81920, cpu_millis=128000, memory_bytes=1024 * GiB,
+                 pods=110, gpu_model="H100") for i in range(count)]
+
+
+def _pending_job(rng, k: int, leaves: list[str], now: float) -> Job:
+    queue = leaves[k % len(leaves)]
+    r = rng.random()
+    name = f"pend-{k:06d}"
+    ct = now - 3600 + k * 0.1
+    if r < 0.70:
+        tasks = [Task(name=f"{name}-0", gpu=1, cpu_millis=4000, memory_bytes=32 * GiB)]
+        return Job(name=name, queue=queue, creation_time=ct, tasks=tasks)
+    if r < 0.80:
+        tasks = [Task(name=f"{name}-0", gpu=0.5, cpu_millis=2000, memory_bytes=16 * GiB)]
+        return Job(name=name, queue=queue, creation_time=ct, tasks=tasks)
+    if r < 0.90:
+        tasks = [Task(name=f"{name}-{i}", gpu=2, cpu_millis=8000, memory_bytes=64 * GiB) for i in range(2)]
+        return Job(name=name, queue=queue, creation_time=ct, min_available=2, tasks=tasks)
+    tasks = [Task(name=f"{name}-0", cpu_millis=2000, memory_bytes=8 * GiB)]
+    return Job(name=name, queue=queue, creation_time=ct, tasks=tasks)
+
+
+def make_cluster(nodes: int, running_pods: int, pending_jobs: int, departments: int, teams: int,
+                 seed: int = 7) -> Snapshot:
+    """A seeded synthetic cluster: ``running_pods`` spread over the nodes (whole GPUs, fractions on shared
+    GPUs, CPU pods; some multi-pod gangs), and ``pending_jobs`` new jobs."""
+    rng = np.random.default_rng(seed)
+    now = 1_767_225_600.0
+    queues = _queues(departments, teams)
+    leaves = [q.name for q in queues if q.parent]
+    node_list = _nodes(nodes)
+    jobs: list[Job] = []
+    per_node = running_pods / max(nodes, 1)
+    k = 0
+    for n in (node_list if running_pods else []):
+        # GPU use on this node: a few whole-GPU pods, maybe one shared GPU with fractions, the rest CPU pods.
+        whole = int(rng.integers(3, 8))
+        shared = 1 if rng.random() < 0.5 and whole < 8 else 0
+        n_frac = 2 if shared else 0
+        n_cpu = max(0, int(round(per_node)) - whole - n_frac + int(rng.integers(-2, 3)))
+        idx = 0
+        for _ in range(whole):
+            q = leaves[k % len(leaves)]
+            jobs.append(Job(name=f"run-{k:07d}", queue=q, creation_time=now - 86400, last_start_time=now - 80000,
+                            tasks=[Task(name=f"run-{k:07d}-0", gpu=1, cpu_millis=4000, memory_bytes=32 * GiB,
+                                        status="running", node=n.name)]))
+            k += 1
+            idx += 1
+        for f in range(n_frac):
+            q = leaves[k % len(leaves)]
+            jobs.append(Job(name=f"run-{k:07d}", queue=q, creation_time=now - 86400,
+                            tasks=[Task(name=f"run-{k:07d}-0", gpu=0.25, cpu_millis=1000, memory_bytes=8 * GiB,
+                                        status="running", node=n.name, gpu_groups=[f"{n.name}-g7"],
+                                        gpu_indices=[7])]))
+            k += 1
+        for _ in range(n_cpu):
+            q = leaves[k % len(leaves)]
+            jobs.append(Job(name=f"run-{k:07d}", queue=q, creation_time=now - 86400,
+                            tasks=[Task(name=f"run-{k:07d}-0", cpu_millis=500, memory_bytes=2 * GiB,
+                                        status="running", node=n.name)]))
+            k += 1
+    for p in range(pending_jobs):
+        jobs.append(_pending_job(rng, p, leaves, now))
+    return Snapshot(nodes=node_list, queues=queues, jobs=jobs, time=now)
+
+
+SIZES = {
+    "small": dict(nodes=100, running_pods=0, pending_jobs=500, departments=2, teams=2),
+    "large": dict(nodes=4000, running_pods=130_000, pending_jobs=9_000, departments=10, teams=5),
+}
+
+
+def bench(size: str, repeat: int, profile: bool = False) -> dict:
+    snap = make_cluster(**SIZES[size])
+    pods = sum(len(j.tasks) for j in snap.jobs)
+    pending = sum(1 for _, t in snap.iter_tasks() if t.status == "pending")
+    runs = []
+    result = None
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = run_session(snap, ["allocate"])
+        wall = (time.perf_counter() - t0) * 1e3
+        cpu = (time.process_time() - c0) * 1e3
+        runs.append(dict(result.timings_ms, wall=wall, cpu=cpu))
+    placed = sum(1 for d in result.tasks.values() if d.status in ("binding", "pipelined")) - \
+        sum(1 for _, t in snap.iter_tasks() if t.status in ("binding", "pipelined"))
+    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    print(f"\n{size}: {len(snap.nodes)} nodes × 8 GPUs, {pods} pods ({pending} pending tasks in "
+          f"{sum(1 for j in snap.jobs if any(t.status == 'pending' for t in j.tasks))} jobs), "
+          f"{len(snap.queues)} queues; {placed} tasks placed; median of {repeat} runs:")
+    for key in ("fair_share", "session_open", "allocate", "session", "result", "total", "wall", "cpu"):
+        if key in med:
+            print(f"  {key:<13} {med[key]:9.1f} ms")
+    if profile:
+        import cProfile
+        import pstats
+        cProfile.runctx("run_session(snap, ['allocate'])", globals(), {"snap": snap, "run_session": run_session},
+                        "/tmp/engine_scale.prof")
+        pstats.Stats("/tmp/engine_scale.prof").sort_stats("cumulative").print_stats(25)
+    return med
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=("small", "large", "both"), default="both")
+    parser.add_argument("--repeat", type=int, default=0, help="runs per size (default 20 small, 5 large)")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of one run")
+    args = parser.parse_args(argv)
+    for size in (("small", "large") if args.size == "both" else (args.size,)):
+        bench(size, args.repeat or (20 if size == "small" else 5), args.profile)
+
+
+if __name__ == "__main__":
+    main()
