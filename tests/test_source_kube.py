@@ -249,3 +249,15 @@ def test_stop_ends_every_watcher(server, source):
     assert source.wait_until_synced(10)
     source.stop()
     assert {r.state for r in source.status().resources.values()} == {"stopped"}
+
+
+def test_context_keyword_and_one_line_status(server, kubeconfig):
+    server.fail("podgroups", 403)
+    src = KubeSource(kubeconfig=kubeconfig, context="fake", **FAST)
+    try:
+        src.start()
+        assert src.wait_until_synced(10)
+        line = str(src.status())
+        assert "nodes ok" in line and "podgroups forbidden" in line
+    finally:
+        src.stop()

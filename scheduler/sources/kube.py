@@ -113,6 +113,10 @@ class SourceStatus:
         """Every resource has settled at least once (listed, or known forbidden / absent / failing)."""
         return all(r.state != "syncing" for r in self.resources.values())
 
+    def __str__(self) -> str:
+        """One line for a status bar: ``nodes ok, pods ok, podgroups forbidden, ...``."""
+        return ", ".join(f"{name} {r.state}" for name, r in self.resources.items())
+
     def to_dict(self) -> dict:
         return {name: {"state": r.state, "items": r.items, "resource_version": r.resource_version,
                        "last_event_time": r.last_event_time, "last_list_time": r.last_list_time,
@@ -321,18 +325,20 @@ def _object_key(obj: Any) -> Optional[str]:
 class KubeSource:
     """A read-only live source: watches a cluster and converts it into snapshots on demand.
 
-    Build it with :meth:`from_kubeconfig` (optionally a context) or :meth:`in_cluster`, or pass an ``ApiClient``.
+    Build it with :meth:`from_kubeconfig` (optionally a context) or :meth:`in_cluster`, pass an ``ApiClient``,
+    or give ``context=`` / ``kubeconfig=`` directly.
     ``start()`` launches the watchers; :meth:`capture` lists everything once without threads.
     """
 
-    def __init__(self, api_client: Optional[k8s.ApiClient] = None, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    def __init__(self, api_client: Optional[k8s.ApiClient] = None, *, context: Optional[str] = None,
+                 kubeconfig: Optional[str] = None, scheduler_name: str = DEFAULT_SCHEDULER_NAME,
                  queue_label_key: str = DEFAULT_QUEUE_LABEL_KEY, config: Optional[SchedulerConfig] = None,
                  resources: Optional[Iterable[str]] = None, watch_timeout_s: float = 300.0,
                  connect_timeout_s: float = 10.0, request_timeout_s: float = 120.0, read_slack_s: float = 30.0,
                  backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0, page_size: int = 500,
                  clock: Callable[[], float] = time.time) -> None:
-        if api_client is None:
-            api_client = self._client_from(None, None, False)
+        if api_client is None:  # kubeconfig (default file, current context unless one is named)
+            api_client = self._client_from(kubeconfig, context, False)
         if not isinstance(api_client, ReadOnlyApiClient):
             api_client = ReadOnlyApiClient(api_client.configuration)
         self.api_client = api_client
