@@ -10,10 +10,10 @@ from typing import Iterable, Optional
 import panel as pn
 from bokeh.models import HTMLTemplateFormatter, NumberFormatter
 
-QUEUE_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
-                 "#9c755f", "#86bcb6", "#8cd17d", "#f1ce63", "#a0cbe8", "#ffbe7d", "#d37295", "#fabfd2",
-                 "#79706e", "#d4a6c8", "#b6992d", "#499894"]
-"""Tableau-20-like palette: distinguishable on dark and light backgrounds."""
+QUEUE_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#76b7b2", "#b07aa1", "#edc948", "#9c755f", "#a0cbe8",
+                 "#8cd17d", "#ffbe7d", "#86bcb6", "#d4a6c8", "#f1ce63", "#499894", "#b6992d", "#79706e",
+                 "#d37295", "#fabfd2"]
+"""Tableau-20-like palette without its reds (red means over-share / starved): readable on dark and light."""
 
 STATE_COLOURS = {"starved": "#e15759", "reclaimable": "#f28e2b", "borrowing": "#edc948", "ok": "#59a14f",
                  "idle": "#8c8c8c"}

@@ -143,9 +143,9 @@ class GpusView(View):
                     title="Selected node: slices", sizing_mode="stretch_width", collapsible=False),
             sizing_mode="stretch_width")
 
-    def _figure(self):
+    def _figure(self, height: int = 300):
         fig = figure(tools="pan,wheel_zoom,reset", toolbar_location="above", x_axis_type=None, y_axis_type=None,
-                     sizing_mode="stretch_width", height=300, min_border=4, outline_line_color=None,
+                     sizing_mode="stretch_width", height=height, min_border=4, outline_line_color=None,
                      x_range=Range1d(0, 1), y_range=Range1d(0, 1))
         fig.grid.visible = False
         fig.background_fill_alpha = 0
@@ -221,11 +221,17 @@ class GpusView(View):
         self.bg.data, self.sl.data, self.lb.data = bg, sl, lb
         key = (tuple(nodes), xr, yr)
         if key != self._layout_key:
+            # A new layout gets a new figure: Bokeh does not re-lay-out a plot whose height changed.
             self._layout_key = key
+            px = max(14.0, min(40.0, 1250.0 / max(xr[1] - xr[0], 1)))
+            height = int(max(120, (yr[1] - yr[0]) * px + 40))
+            self.bg, self.sl, self.lb = ColumnDataSource(), ColumnDataSource(), ColumnDataSource()
+            self.fig = self._figure(height)
             self.fig.x_range.start, self.fig.x_range.end = xr
             self.fig.y_range.start, self.fig.y_range.end = yr
-            px = max(14.0, min(40.0, 1250.0 / max(xr[1] - xr[0], 1)))
-            self.fig.height = int(max(120, (yr[1] - yr[0]) * px + 40))
+            self.bg.data, self.sl.data, self.lb.data = bg, sl, lb
+            self.plot.height = height + 30
+            self.plot.object = self.fig
         self.node_select.options = [""] + list(nodes)
         all_g = m.gpus()
         n_nodes = len(m.selected_nodes())

@@ -14,8 +14,8 @@ from ..models import PendingModel
 from .base import View
 from .common import badge, fmt, number_formatters, table
 
-COLUMNS = ["job", "queue", "priority", "pending_tasks", "gpus_requested", "wait", "reason", "message",
-           "counterfactual"]
+COLUMNS = ["job", "queue", "priority", "pending_tasks", "gpus_requested", "wait", "reason", "counterfactual",
+           "message"]
 REASON_COLOURS = {"OverLimit": "#e15759", "NonPreemptibleOverQuota": "#f28e2b", "PreemptionDelayNotElapsed": "#b07aa1",
                   "QueueDoesNotExist": "#9c755f", "NotEnoughResources": "#4e79a7", "PodSchedulingErrors": "#4e79a7",
                   "OverCapacity": "#76b7b2", "NotReadyForScheduling": "#8c8c8c", "Pipelined": "#59a14f"}
@@ -47,10 +47,12 @@ class PendingView(View):
         self.queue.param.watch(lambda e: setattr(m, "queue", e.new or ""), "value")
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
-        self.table = table(pd.DataFrame(columns=COLUMNS), height=520,
-                           formatters=number_formatters(["gpus_requested"]), name="pending-table",
+        self.table = table(pd.DataFrame(columns=COLUMNS), height=480,
+                           formatters={**number_formatters(["gpus_requested"]),
+                                       "counterfactual": {"type": "textarea"}, "message": {"type": "textarea"}},
+                           name="pending-table",
                            titles={"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait": "waiting"},
-                           widths={"message": 360, "counterfactual": 360}, selectable=1,
+                           widths={"message": 420, "counterfactual": 380}, selectable=1,
                            row_content=self._row_detail, embed_content=False)
         self.table.on_click(self._on_click)
         self.detail = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -78,8 +80,8 @@ class PendingView(View):
         dec = m.decision(job)
         details = getattr(dec, "details", None) if dec is not None else None
         exp = m.explanation(job)
-        extra = getattr(exp, "details", None) if exp is not None and not isinstance(exp, dict) else (
-            exp.get("details") if isinstance(exp, dict) else None)
+        extra = getattr(exp, "numbers", None) if exp is not None and not isinstance(exp, dict) else (
+            exp.get("numbers") if isinstance(exp, dict) else None)
         reason = r["reason"] or "no reason recorded"
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
                 f'{badge(reason, REASON_COLOURS.get(r["reason"], "#8c8c8c"))} · waiting {format_duration(r["wait_s"])}'
@@ -100,8 +102,10 @@ class PendingView(View):
         self.queue.options = [""] + queues
         self.reason.options = [""] + sorted(k for k in reasons if k != "(none)")
         self._update_table()
-        if self.selection.job:
-            self.detail.object = self._explain(self.selection.job)
+        df = self.table.value
+        job = self.selection.job if self.selection.job in set(df["job"]) else (df["job"].iloc[0] if len(df) else "")
+        self.detail.object = self._explain(job) if job else '<div class="kd-muted">No job is waiting.</div>'
+
 
     def _update_table(self):
         df = self.model.frame().copy()
