@@ -291,3 +291,17 @@ def test_garbage_objects_never_raise():
     validate(conv.snapshot)
     assert {"Node", "Queue", "PodGroup", "Pod"} <= {w.kind for w in conv.warnings}
     assert [n.name for n in conv.snapshot.nodes] == ["n1"]
+
+
+def test_unreadable_queues_and_podgroups_are_worked_around():
+    objs = small_cluster()
+    objs["queues"], objs["podgroups"] = [], []
+    conv = _convert(objs, available={"nodes", "pods", "priorityclasses", "bindrequests"})
+    queues = conv.snapshot.queue_map()
+    # synthesised from the queues the jobs name: quota 0, no limit, weight 1
+    assert set(queues) == {"llm", "vision", "inference"}
+    assert (queues["llm"].gpu.quota, queues["llm"].gpu.limit, queues["llm"].gpu.over_quota_weight) == (0, -1, 1)
+    # without PodGroups, pods are grouped by their pod-group-name annotation, silently (one source warning only)
+    assert "llm/pg-pretrain-1a2b" in conv.snapshot.job_map()
+    assert [w.kind for w in conv.warnings if w.kind in ("Pod", "PodGroup")] == []
+    assert any(w.kind == "queues.scheduling.run.ai" for w in conv.warnings)
