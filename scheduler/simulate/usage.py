@@ -18,6 +18,7 @@ slices when time advances: cost and memory do not depend on how many cycles ran.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -73,7 +74,7 @@ class UsageTracker:
 
     def __init__(self, queue_names: Sequence[str], config: Optional[UsageConfig] = None,
                  start_time: float = 0.0) -> None:
-        self.config = config or UsageConfig()
+        self.config = dataclasses.replace(config) if config is not None else UsageConfig()   # own copy
         self.config.validate()
         self.queue_names = list(queue_names)
         self.time = float(start_time)
