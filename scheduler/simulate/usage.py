@@ -69,7 +69,8 @@ class UsageTracker:
 
     Rows of the ``allocated`` matrices passed to :meth:`advance` follow ``queue_names``; columns follow
     :data:`~scheduler.model.RESOURCES` (gpu, cpu, memory). Parents must carry their subtree sums (KAI's
-    queue-controller publishes a parent's allocation as the sum of its children's).
+    queue-controller publishes a parent's allocation as the sum of its children's:
+    ``pkg/queuecontroller/controllers/resource_updater/resource_updater.go``).
     """
 
     def __init__(self, queue_names: Sequence[str], config: Optional[UsageConfig] = None,
