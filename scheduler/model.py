@@ -148,7 +148,10 @@ class SubGroup:
 
 @dataclass
 class TaskUsage:
-    """What a pod really uses of its GPU (simulated scenarios; DCGM in live mode)."""
+    """What a pod really uses of its GPU (simulated scenarios; DCGM in live mode).
+
+    Both values are per device: a pod on 8 GPUs using 60,000 MiB on each has ``gpu_memory_mib=60000``.
+    """
 
     gpu_memory_mib: float = 0.0
     gpu_util: float = 0.0
