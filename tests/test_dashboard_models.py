@@ -1,0 +1,350 @@
+"""Dashboard view models without a browser: frames against hand-derived numbers and the engine's output,
+what-if edits against the engine's diff, URL state, the bounded history, stale-state handling, options."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dashboard import frames as F
+from dashboard.feeds import Feed
+from dashboard.loop import LiveLoop, publish_snapshot
+from dashboard.models import (GpusModel, OverviewModel, PendingModel, QueuesModel, Selection, TimelineModel,
+                              WhatIfModel)
+from dashboard.options import SourceOptions
+from dashboard.state import HistoryRecord, LiveState, TickHistory
+from scheduler.engine import run_session
+from scheduler.errors import SourceError
+from scheduler.snapshot_io import loads_snapshot
+from scheduler.whatif import run_whatif
+
+# Two 4-GPU nodes; org (quota 8) over a (quota 2) and b (quota 2, limit 3). a runs a 4-GPU job on n0; b has
+# two 2-GPU jobs waiting, b-serve (older) and b-big.
+#
+# Fair share by hand (KAI proportion, kai-semantics §b): org deserves 8 of 8. Inside org, a requests 4, b
+# requests 4 but its limit makes 3 requestable. Deserved a=2, b=2; the remaining 4 split by weight 1:1:
+# a +2 (reaches its request), b +1 (reaches its limit) -> fair share a=4, b=3.
+# Allocation: b-serve (older) fits on n1 -> b allocated 2; b-big would take b to 4 > limit 3 -> OverLimit.
+SCENARIO = """
+version: 1
+time: 1000
+nodes:
+  - {name: n0, gpus: 4, gpu_memory_mib: 80000, gpu_model: H100, cpu_millis: 64000, memory_bytes: 512Gi,
+     labels: {kai.scheduler/node-pool: train}}
+  - {name: n1, gpus: 4, gpu_memory_mib: 80000, gpu_model: H100, cpu_millis: 64000, memory_bytes: 512Gi,
+     labels: {kai.scheduler/node-pool: train}}
+queues:
+  - {name: org, creation_time: 1, gpu: {quota: 8, limit: -1, over_quota_weight: 1},
+     cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: a, parent: org, creation_time: 2, gpu: {quota: 2, limit: -1, over_quota_weight: 1},
+     cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: b, parent: org, creation_time: 3, gpu: {quota: 2, limit: 3, over_quota_weight: 1},
+     cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - name: a-train
+    queue: a
+    creation_time: 100
+    last_start_time: 200
+    tasks:
+      - {name: a-train-0, gpu: 4, cpu_millis: 1000, memory_bytes: 1Gi, status: running, node: n0,
+         gpu_index: [0, 1, 2, 3]}
+  - name: b-serve
+    queue: b
+    creation_time: 400
+    tasks:
+      - {name: b-serve-0, gpu: 2, cpu_millis: 1000, memory_bytes: 1Gi}
+  - name: b-big
+    queue: b
+    creation_time: 500
+    tasks:
+      - {name: b-big-0, gpu: 2, cpu_millis: 1000, memory_bytes: 1Gi}
+"""
+
+
+@pytest.fixture
+def snapshot():
+    return loads_snapshot(SCENARIO)
+
+
+@pytest.fixture
+def state(snapshot):
+    st = LiveState()
+    publish_snapshot(st, snapshot, "test scenario")
+    return st
+
+
+def _row(df, key, value):
+    rows = df[df[key] == value]
+    assert len(rows) == 1, f"expected one row with {key}={value}"
+    return rows.iloc[0]
+
+
+# ------------------------------------------------------------------------------------------------ queues
+
+def test_queue_frame_has_the_hand_derived_fair_shares_and_allocations(state):
+    df = QueuesModel(state).frame()
+    assert list(df["queue"]) == ["org", "a", "b"]          # depth-first tree, parents first
+    assert list(df["depth"]) == [0, 1, 1]
+    a, b, org = _row(df, "queue", "a"), _row(df, "queue", "b"), _row(df, "queue", "org")
+    assert (a["deserved"], a["fair_share"], a["allocated"], a["requested"]) == (2, 4, 4, 4)
+    assert (b["deserved"], b["fair_share"], b["allocated"], b["requested"], b["limit"]) == (2, 3, 2, 4, 3)
+    assert (org["fair_share"], org["allocated"], org["requested"]) == (8, 6, 8)
+    assert a["borrowed"] == 2 and a["state"] == "borrowing"            # 4 allocated, 2 deserved
+    assert b["starved_by"] == 1 and b["state"] == "starved"            # min(3, 4) - 2, a job waits
+    assert b["ratio"] == pytest.approx(2 / 3)                          # KAI's queue order key
+    assert (b["running_jobs"], b["pending_jobs"]) == (1, 1)
+    assert (org["running_jobs"], org["pending_jobs"]) == (2, 1)        # rolled up
+
+
+def test_queue_frame_is_the_engines_queue_stats(state, snapshot):
+    result = run_session(snapshot)
+    df = QueuesModel(state).frame()
+    for r in df.itertuples():
+        stats = result.queue_stats[r.queue]["gpu"]
+        for col in ("deserved", "fair_share", "allocated", "requested"):
+            assert getattr(r, col) == pytest.approx(stats[col]), (r.queue, col)
+
+
+def test_queue_jobs_and_descendants(state):
+    m = QueuesModel(state)
+    assert set(m.descendants("org")) == {"org", "a", "b"}
+    jobs = m.jobs("b")
+    assert set(jobs["job"]) == {"b-serve", "b-big"}
+    assert _row(jobs, "job", "b-serve")["status"] == "binding"
+    assert _row(jobs, "job", "b-serve")["nodes"] == "n1"
+    assert _row(jobs, "job", "b-big")["reason"] == "OverLimit"
+    assert len(m.jobs("org")) == 3
+
+
+# ------------------------------------------------------------------------------------------------ pending
+
+def test_pending_frame_gives_reason_numbers_and_wait(state):
+    df = PendingModel(state).frame()
+    assert list(df["job"]) == ["b-big"]
+    r = df.iloc[0]
+    assert r["reason"] == "OverLimit"
+    assert r["wait_s"] == 500                      # time 1000 - creation 500
+    assert r["gpus_requested"] == 2
+    assert r["queue_limit"] == 3 and r["queue_allocated"] == 2
+    assert r["message"]                             # the engine's text
+    assert r["counterfactual"]                      # the explainer's
+
+
+def test_pending_filters(state):
+    m = PendingModel(state, queue="a")
+    assert m.frame().empty
+    m.queue, m.reason = "b", "OverLimit"
+    assert list(m.frame()["job"]) == ["b-big"]
+    assert m.reasons() == {"OverLimit": 1}
+
+
+# --------------------------------------------------------------------------------------------------- GPUs
+
+def test_gpu_slices_place_whole_gpu_jobs_on_their_devices(state):
+    m = GpusModel(state)
+    sl = m.slices()
+    a = sl[sl["job"] == "a-train"]
+    assert sorted(zip(a["node"], a["gpu_index"])) == [("n0", 0), ("n0", 1), ("n0", 2), ("n0", 3)]
+    assert set(a["share"]) == {1.0}
+    b = sl[sl["job"] == "b-serve"]
+    assert list(b["node"]) == ["n1", "n1"] and set(b["status"]) == {"binding"}
+    g = m.gpus()
+    assert len(g) == 8
+    assert g["allocated"].sum() == 6
+    assert m.pools() == ["train"] and m.models() == ["H100"]
+
+
+def test_gpu_filters_and_pages(state):
+    m = GpusModel(state, page_size=8)
+    assert m.selected_nodes() == ["n0", "n1"]
+    m.queue = "a"
+    assert m.selected_nodes() == ["n0"]
+    m.queue, m.pool = "", "no-such-pool"
+    assert m.selected_nodes() == []
+    m.pool = ""
+    m.param.update(page_size=8)
+    assert m.pages() == 1
+
+
+def test_fractional_slices_stack_on_one_device():
+    snap = loads_snapshot("""
+version: 1
+nodes: [{name: n0, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi}]
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: s1, queue: q, tasks: [{name: s1-0, gpu: 0.5, status: running, node: n0, gpu_group: g1,
+      usage: {gpu_memory_mib: 30000, gpu_util: 0.4}}]}
+  - {name: s2, queue: q, tasks: [{name: s2-0, gpu: 0.25, status: running, node: n0, gpu_group: g1,
+      usage: {gpu_memory_mib: 1000, gpu_util: 0.1}}]}
+""")
+    sl = F.gpu_slices_frame(snap)
+    assert len(sl) == 2 and sl["gpu_index"].nunique() == 1        # same GPU group -> same device
+    s1, s2 = _row(sl, "task", "s1-0"), _row(sl, "task", "s2-0")
+    assert (s1["offset"], s2["offset"]) == (0.0, 0.5)              # stacked bottom-up
+    assert s1["memory_share_mib"] == 20000 and s1["over_share"]    # 30000 used of a 20000 share
+    assert not s2["over_share"]
+    g = F.gpu_frame_from_slices(snap, sl)
+    dev = g[g["allocated"] > 0].iloc[0]
+    assert dev["allocated"] == 0.75 and dev["gpu_util"] == pytest.approx(50.0)
+    assert dev["over_share"] and not dev["idle_allocated"]
+
+
+# ----------------------------------------------------------------------------------------------- overview
+
+def test_overview_numbers_and_alerts(state):
+    m = OverviewModel(state)
+    n = m.numbers()
+    assert (n["gpus_total"], n["gpus_allocated"], n["pending_jobs"], n["running_jobs"]) == (8, 6, 1, 2)
+    assert n["allocation_pct"] == 75.0
+    assert math.isnan(n["gpus_used"])                      # no usage in the snapshot: no DCGM numbers
+    kinds = [(a["kind"], a["subject"]) for a in m.alerts()]
+    assert ("starved", "b") in kinds
+
+
+# ------------------------------------------------------------------------------------------------ what-if
+
+def test_whatif_limit_raise_gives_the_engines_diff(state, snapshot):
+    m = WhatIfModel(state)
+    m.queue = "b"
+    assert (m.quota, m.limit) == (2, 3)                   # sliders start at the queue's values
+    m.limit = 4
+    assert m.overrides() == {"queues": {"b": {"gpu": {"limit": 4.0}}}}
+    diff = m.run()
+    expected = run_whatif(snapshot, {"queues": {"b": {"gpu": {"limit": 4}}}})
+    q = m.queue_diff()
+    b = _row(q, "queue", "b")
+    # By hand: with limit 4, b's requestable is 4: deserved 2 + 2 of the remaining 4 -> fair share 4.
+    assert (b["fair_share_before"], b["fair_share_after"], b["fair_share_delta"]) == (3, 4, 1)
+    assert b["fair_share_after"] == expected.after.fair_share["b"]["gpu"]
+    changes = m.job_changes()
+    assert list(zip(changes["job"], changes["before"], changes["after"])) == [("b-big", "pending", "started")]
+    assert diff.job_changes() == expected.job_changes()
+    summary = dict(zip(m.summary()["metric"], m.summary()["after"]))
+    assert summary["gpu_allocated"] == 8
+
+
+def test_whatif_edits_accumulate_and_reset(state):
+    m = WhatIfModel(state)
+    m.queue = "a"
+    m.over_quota_weight = 3
+    m.queue = "b"
+    m.priority = 200
+    m.pool, m.node_delta = "train", 2
+    m.demand_scale = 2.0
+    o = m.overrides()
+    assert o["queues"] == {"a": {"gpu": {"over_quota_weight": 3.0}}, "b": {"priority": 200}}
+    assert o["nodes"] == {"train": 2} and o["demand_scale"] == 2.0
+    m.queue = "a"
+    assert m.over_quota_weight == 3                      # edited value shown again
+    m.reset()
+    assert m.overrides() == {}
+    assert m.over_quota_weight == 1
+
+
+def test_whatif_bad_override_sets_an_error_not_an_exception(state):
+    m = WhatIfModel(state)
+    m.queue_edits["no-such-queue"] = {"quota": 1}
+    assert m.run() is None and "no-such-queue" in m.error
+
+
+def test_whatif_saves_the_modified_snapshot(state):
+    m = WhatIfModel(state)
+    m.queue, m.limit = "b", 4
+    m.run()
+    saved = loads_snapshot(m.modified_snapshot_text("yaml"))
+    assert saved.queue_map()["b"].gpu.limit == 4
+
+
+# -------------------------------------------------------------------------------------------- URL state
+
+def test_selection_url_round_trip():
+    s = Selection(view="queues", queue="b", node="n1")
+    query = s.to_query()
+    assert query == {"view": "queues", "queue": "b", "node": "n1"}
+    t = Selection()
+    t.update_from_query(query)
+    assert (t.view, t.queue, t.node, t.job) == ("queues", "b", "n1", "")
+    t.update_from_query({"view": "no-such-view", "job": "x", "other": "ignored"})
+    assert (t.view, t.job) == ("queues", "x")
+
+
+# ------------------------------------------------------------------------------------- history and state
+
+def _rec(t):
+    return HistoryRecord(time=float(t), wall_time=float(t), totals={"gpus_allocated": float(t)},
+                         queues={"q": {"allocated": float(t)}})
+
+
+def test_history_is_bounded_and_downsampled():
+    h = TickHistory(fine_ticks=10, coarse_every=5, coarse_points=4)
+    for t in range(1000):
+        h.append(_rec(t))
+    assert len(h.fine) == 10 and len(h.coarse) == 4
+    recs = h.records()
+    assert [r.time for r in recs[-10:]] == list(range(990, 1000))
+    # coarse points older than the fine window: means of 5 ticks, e.g. ticks 985..989 -> 987
+    coarse = [r for r in recs[:-10]]
+    assert all(r.time < 990 for r in coarse)
+    assert coarse[-1].totals["gpus_allocated"] == pytest.approx(sum(range(985, 990)) / 5)
+
+
+def test_timeline_frames_follow_the_loop(snapshot):
+    loop = LiveLoop(SourceOptions(source="snapshot"), feed=Feed(snapshot, "t"))
+    loop.step()
+    m = TimelineModel(loop.state)
+    totals = m.totals()
+    assert len(totals) == 1 and totals["gpus_allocated"].iloc[0] == 6
+    per_q = m.per_queue()
+    assert set(per_q["queue"]) == {"a", "b"}              # leaf queues by default
+    assert _row(per_q, "queue", "b")["fair_share"] == 3
+
+
+class _FlakyFeed(Feed):
+    """A source that works once, then fails."""
+
+    static = False
+    kind = "test"
+
+    def __init__(self, snapshot):
+        super().__init__(snapshot, "flaky")
+        self.calls = 0
+
+    def snapshot(self):
+        self.calls += 1
+        if self.calls > 1:
+            raise SourceError("apiserver unreachable")
+        return super().snapshot()
+
+
+def test_failing_source_keeps_the_last_good_tick_and_says_stale(snapshot):
+    loop = LiveLoop(SourceOptions(source="snapshot"), feed=_FlakyFeed(snapshot))
+    first = loop.step()
+    assert first is not None and loop.state.source_status == "ok"
+    assert loop.step() is None
+    st = loop.state
+    assert st.tick is first                                 # last good state stays on screen
+    assert st.source_status == "stale" and st.stale_since is not None
+    assert "apiserver unreachable" in st.error
+    health = st.health()
+    assert health["tick_index"] == 0 and health["errors_total"] == 1
+    stale_since = st.stale_since
+    loop.step()
+    assert st.stale_since == stale_since                    # "stale since" the first failure
+
+
+def test_missing_snapshot_file_is_an_error_state_not_a_crash(tmp_path):
+    loop = LiveLoop(SourceOptions(source="snapshot", snapshot=str(tmp_path / "missing.yaml")))
+    assert loop.step() is None
+    assert loop.state.source_status == "error" and "missing.yaml" in loop.state.error
+
+
+# --------------------------------------------------------------------------------------------- options
+
+def test_options_from_env_and_args():
+    o = SourceOptions.from_env({"KAIDASH_SOURCE": "kube", "KAIDASH_CONTEXT": "prod", "KAIDASH_PERIOD_S": "5"})
+    assert (o.source, o.context, o.period_s) == ("kube", "prod", 5.0)
+    o2 = SourceOptions.from_args(["--snapshot", "x.yaml", "--period", "3"])
+    assert (o2.source, o2.snapshot, o2.period_s) == ("snapshot", "x.yaml", 3.0)
+    round_trip = SourceOptions.from_env(o.to_env())
+    assert (round_trip.source, round_trip.context, round_trip.period_s) == ("kube", "prod", 5.0)
