@@ -99,6 +99,7 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
         n = session.best_node(i)
         if n < 0 or not session.place(stmt, i, n):
             fit_message, details = session.fit_error(i)
+            index = _index_in_podset(session, j, tasks, index)  # KAI counts per sub-group
             message = _failure_message(session, j, i, index, fit_message)
             stmt.discard()
             details = dict(details, task=session.task_names[i], placed_before_failure=index)
@@ -126,6 +127,11 @@ def should_pipeline_job(session: Session, j: int) -> bool:
         if has_pipelined and others < ps.min_available:
             return True
     return False
+
+
+def _index_in_podset(session: Session, j: int, tasks: list[int], index: int) -> int:
+    ps = next(p for p in session.podsets(j) if tasks[index] in p.tasks)
+    return sum(1 for i in tasks[:index] if i in ps.tasks)
 
 
 def _failure_message(session: Session, j: int, task: int, index: int, fit_message: str) -> str:
