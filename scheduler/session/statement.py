@@ -26,7 +26,7 @@ class Statement:
 
     def __init__(self, session: Session):
         self.session = session
-        self._ops: list[tuple[int, _TaskState, list]] = []  # (task, state before, evictions before)
+        self._ops: list[tuple[int, _TaskState, list, list]] = []  # see _record
 
     # ------------------------------------------------------------------ operations
 
@@ -58,8 +58,10 @@ class Statement:
         if evicted_here:
             # A move: the old pod keeps releasing its resources on the old node.
             shadow = (cur.node, list(cur.groups), list(cur.indices), cur.accepted)
+            moved = self._ops[-1][3]
             for e in s.evictions:
                 if e.task == s.task_names[task]:
+                    moved.append((e, e.moved_to))
                     e.moved_to = s.nodes.names[node]
         s._apply(task, _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node),
                                   shadow, cur.evict_prior))
@@ -86,8 +88,9 @@ class Statement:
         s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
                                   cur.status))
         job = s.jobs[s.task_job[task]]
-        s.evictions.append(Eviction(task=s.task_names[task], job=job.key, action=action, preemptor=preemptor,
-                                    message=message))
+        # Copy-on-write: recorded operations keep a reference to the list as it was (O(1) per operation).
+        s.evictions = s.evictions + [Eviction(task=s.task_names[task], job=job.key, action=action,
+                                              preemptor=preemptor, message=message)]
         s.free_epoch += 1
 
     def convert_all_allocated_to_pipelined(self, job: int) -> None:
@@ -111,10 +114,10 @@ class Statement:
         """Undo every operation recorded after ``checkpoint`` (latest first)."""
         s = self.session
         while len(self._ops) > checkpoint:
-            task, before, evictions = self._ops.pop()
+            task, before, evictions, moved = self._ops.pop()
             s._apply(task, before)
-            s.evictions = [e for e, _ in evictions]
-            for e, moved_to in evictions:
+            s.evictions = evictions
+            for e, moved_to in reversed(moved):
                 e.moved_to = moved_to
 
     def discard(self) -> None:
@@ -132,4 +135,5 @@ class Statement:
 
     def _record(self, task: int) -> None:
         s = self.session
-        self._ops.append((task, s._state(task), [(e, e.moved_to) for e in s.evictions]))
+        # (task, state before, evictions list before — never mutated in place —, moved_to changes to undo)
+        self._ops.append((task, s._state(task), s.evictions, []))

@@ -1,0 +1,97 @@
+"""KAI's consolidation action: move running preemptible jobs to make room for a pending job that fits
+nowhere, when nothing is lost (``pkg/scheduler/actions/consolidation/consolidation.go``; kai-semantics §c.3).
+
+- Off when ``config.max_consolidation_preemptees == 0``, and (KAI's operator) when the GPU or CPU placement
+  strategy is ``spread``.
+- Only pending **preemptible** jobs (outside their preemption delay) are tried, and only when the cluster
+  has enough idle + releasing GPUs in total for the job's chunk (``IsEnoughGPUsAllocatableForJob``).
+- Victim candidates: preemptible jobs of **any** queue with an active task, other than the job itself, at
+  most ``max_consolidation_preemptees`` of them (−1 = unlimited), in victim order.
+- The shared solver (:mod:`.solver`) simulates; a scenario is accepted only if **every** victim task was
+  placed again in the same session (pipelined elsewhere or put back), none left releasing
+  (``allPodsReallocated``). The preemptor is pipelined onto the freed resources.
+
+KAI picks the at most N candidates in Go map order (random) and its counter admits one more than N; we take
+the first N distinct jobs in victim order so runs are reproducible.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..ordering import JobsOrderByQueues
+from . import register_action
+from .solver import Solver, sim_tasks_to_allocate
+from .victims import JobFacts, VictimQueue, eviction_triggers, node_gpu_capacity
+
+
+def enabled(session) -> bool:
+    cfg = session.config
+    if cfg.max_consolidation_preemptees == 0:
+        return False
+    return cfg.placement.gpu != "spread" and cfg.placement.cpu != "spread"
+
+
+def enough_gpus(session, tasks: list[int]) -> bool:
+    """KAI ``IsEnoughGPUsAllocatableForJob``: idle + releasing GPUs over ready nodes cover the chunk."""
+    need = sum(session.request_gpus(i, session.min_gpu_mem) for i in tasks)
+    return need <= 0 or float(node_gpu_capacity(session).sum()) + 1e-9 >= need
+
+
+def consolidation_message(session, preemptor: int, victim: int, moved_to: Optional[str]) -> str:
+    p, v = session.jobs[preemptor], session.jobs[victim]
+    where = f"moved to {moved_to}" if moved_to else "placed again"
+    return f"consolidation for job {p.key} of queue {session.queues.names[p.queue]}: job {v.key} {where} to defragment"
+
+
+def _all_reallocated(session, _j, batches) -> bool:
+    st = session.status
+    return all(st[i] != "releasing" for b in batches for i in b.tasks)
+
+
+def consolidation(session) -> None:
+    """Run the consolidation action on the session."""
+    if not enabled(session):
+        return
+    triggers = eviction_triggers(session, preemptible_only=True)
+    if not triggers:
+        return
+    order = JobsOrderByQueues(session, triggers)
+    solver = Solver(session, "consolidation", validator=lambda j, b: _all_reallocated(session, j, b))
+    limit = int(session.config.max_consolidation_preemptees)
+    facts: Optional[JobFacts] = None
+    while True:
+        j = order.pop()
+        if j is None:
+            break
+        tasks = sim_tasks_to_allocate(session, j)
+        if not tasks or not enough_gpus(session, tasks):
+            continue
+        if facts is None:
+            facts = JobFacts(session)
+        mask = facts.base_candidates()
+        mask[j] = False
+        victims = {}
+        for q in {int(q) for q in facts.queue[mask].tolist()}:
+            order_q = facts.leaf_order(q)
+            sel = order_q[mask[order_q]]
+            if sel.size:
+                victims[q] = sel
+        if not victims:
+            continue
+        solution = solver.solve(j, VictimQueue(session, facts, victims, max_jobs=limit))
+        if solution is None:
+            if solver.exhausted:
+                break
+            continue
+        names = session.task_index
+        for e in session.evictions[solution.first_eviction:]:
+            e.message = consolidation_message(session, j, session.task_job[names[e.task]], e.moved_to)
+        solution.commit(session)
+        session.clear_reason(j)
+        facts.refresh(solution.jobs + [j])
+
+
+register_action("consolidation", consolidation)
+
+__all__ = ["consolidation", "enabled", "enough_gpus"]

@@ -1,0 +1,337 @@
+"""KAI's reclaim action: a queue below its fair share takes resources back from queues above theirs
+(``pkg/scheduler/actions/reclaim/reclaim.go``, ``plugins/proportion/reclaimable/*``; kai-semantics §c.4).
+
+For every pending job in queue/job order (jobs inside their preemption delay skipped, §c.8):
+
+1. ``CanReclaimResources``: the job's leaf queue ``Allocated + chunk ≤ FairShare`` in all three resources;
+   a non-preemptible job also needs ``AllocatedNonPreemptible + chunk ≤ Deserved``.
+2. Victim candidates: preemptible jobs with an active task in *other* leaf queues, passing
+
+   - the proportion victim filter on the *leveled* queues (the first hierarchy level where the two ancestor
+     chains diverge): if the reclaimer's leveled queue would exceed its deserved quota with the chunk, the
+     victim's leveled queue must be above its allocatable share (``max(deserved, fair share)`` capped by
+     the limit) in some resource; otherwise the victim's leveled queue must be over deserved in a resource
+     the reclaimer requests, or exactly at deserved in all of them;
+   - min runtime (§c.7, :mod:`.minruntime`) for non-elastic victims.
+3. The solver (:mod:`.solver`) takes victims in victim order (:class:`.victims.VictimQueue`) and simulates.
+4. :class:`ReclaimValidator` checks a simulated scenario against the queue values frozen when the job's
+   search started: every victim (elastic surplus tasks one by one, the core of a job as one) must leave its
+   leveled queue above its allocatable share (*MaintainFairShare*) or — when the reclaimer's leveled queue
+   stays within deserved — above deserved (*GuaranteeDeservedQuota*), checked before subtracting it; then,
+   walking up the reclaimer's chain, at each level the reclaimer (with the chunk) must not end up
+   proportionally more saturated than a sibling that lost resources:
+   fail if ``ratio_r > 1 and fair_sibling > 0 and ratio_r · m ≥ ratio_sibling`` with
+   ``ratio = allocated / fair share`` and ``m = config.reclaimer_saturation_multiplier``; non-preemptible
+   reclaimers also stay within deserved at every level. With ``allow_consolidating_reclaim`` victims that
+   were only moved (or put back) are not counted as reclaimed.
+5. The first valid scenario is committed: victims evicted (or moved), the job pipelined.
+
+Every eviction message names the reclaimer, its queue's allocated / fair share and the victim queue's.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..model import UNLIMITED
+from ..ordering import JobsOrderByQueues
+from ..session import ACTIVE_ALLOCATED
+from . import register_action
+from .minruntime import elastic_victims_valid, protected_mask, reclaim_min_runtime, runtime_by_queue
+from .solver import Solver, sim_tasks_to_allocate
+from .victims import Batch, JobFacts, VictimQueue, eviction_triggers
+
+R_GPU, R_CPU, R_MEM = 0, 1, 2
+_EPS = 1e-9
+
+
+def _le(a: float, b: float) -> bool:
+    """KAI ``compareQuantities(a, b) <= 0`` with −1 as +infinity (and float tolerance)."""
+    if a == UNLIMITED:
+        return b == UNLIMITED
+    if b == UNLIMITED:
+        return True
+    return a <= b + _EPS
+
+
+def le_all(a, b) -> bool:
+    return _le(float(a[0]), float(b[0])) and _le(float(a[1]), float(b[1])) and _le(float(a[2]), float(b[2]))
+
+
+def leveled(session, reclaimer_queue: int, victim_queue: int) -> tuple[int, int]:
+    """KAI ``getLeveledQueues``: the two queues at the first level where the ancestor chains diverge."""
+    chains = session.queues.chains
+    rp, vp = chains[reclaimer_queue][::-1], chains[victim_queue][::-1]
+    r = v = -1
+    for i in range(min(len(rp), len(vp))):
+        r, v = rp[i], vp[i]
+        if r != v:
+            break
+    return r, v
+
+
+def can_reclaim(session, j: int, req: np.ndarray) -> bool:
+    """KAI ``CanReclaimResources``: the reclaimer's leaf queue stays within its fair share with the chunk
+    (non-preemptible jobs also within deserved)."""
+    qs = session.queues
+    q = session.jobs[j].queue
+    if not le_all(qs.allocated[q] + req, qs.fair_share[q]):
+        return False
+    if not session.jobs[j].preemptible and not le_all(qs.allocated_np[q] + req, qs.deserved[q]):
+        return False
+    return True
+
+
+def filter_victim_queue(session, reclaimer_queue: int, req: np.ndarray, victim_queue: int) -> bool:
+    """KAI proportion ``FilterVictim`` (live queue values): can any reclaim strategy take from this queue?"""
+    qs = session.queues
+    r, v = leveled(session, reclaimer_queue, victim_queue)
+    if r < 0 or v < 0:
+        return True
+    if not le_all(qs.allocated[r] + req, qs.deserved[r]):
+        return not le_all(qs.allocated[v], qs.allocatable[v])  # MaintainFairShare
+    has_under = False
+    for res in range(3):
+        if req[res] <= 0 or qs.deserved[v, res] == UNLIMITED:
+            continue
+        if qs.allocated[v, res] > qs.deserved[v, res] + _EPS:
+            return True
+        if qs.allocated[v, res] < qs.deserved[v, res] - _EPS:
+            has_under = True
+    return not has_under
+
+
+def _ratio(allocated: float, fair: float) -> float:
+    if fair == 0:
+        return float("inf") if allocated > 0 else 0.0
+    if fair == UNLIMITED:
+        return 0.0
+    return allocated / fair
+
+
+class ReclaimValidator:
+    """KAI ``Reclaimable`` + minruntime's reclaim validator, with queue values frozen at construction
+    (``OnJobSolutionStart`` clones the queues)."""
+
+    def __init__(self, session, j: int, req: np.ndarray):
+        qs = session.queues
+        self.s = session
+        self.j = j
+        self.queue = session.jobs[j].queue
+        self.preemptible = session.jobs[j].preemptible
+        self.req = np.asarray(req, dtype=float)
+        self.alloc = qs.allocated.copy()
+        self.alloc_np = qs.allocated_np.copy()
+        self.multiplier = float(session.config.reclaimer_saturation_multiplier)
+        self.allow_consolidating = bool(session.config.allow_consolidating_reclaim)
+        self.last_failure = ""
+
+    # ---- victims as KAI counts them
+
+    def victim_vectors(self, batch: Batch) -> list[np.ndarray]:
+        """``getVictimResources``: elastic tasks one vector each, the gang core one vector; tasks that are
+        still active (moved or put back) are skipped when consolidating reclaim is allowed."""
+        s = self.s
+        st = s.status
+        chosen = set(batch.tasks)
+        core: list[int] = []
+        elastic: list[int] = []
+        for ps in s.podsets(batch.job):
+            group = [i for i in batch.tasks if i in chosen and i in ps.tasks]
+            if not group:
+                continue
+            if ps.min_available >= len(group):
+                core.extend(group)
+            else:
+                core.extend(group[: ps.min_available])
+                elastic.extend(group[ps.min_available:])
+        out = []
+        for part in [[i] for i in elastic] + [core]:
+            counted = [i for i in part if not (self.allow_consolidating and st[i] in ACTIVE_ALLOCATED)]
+            if counted:
+                out.append(sum((s.queue_amount(i) for i in counted), np.zeros(3)))
+        return out
+
+    def __call__(self, j: int, batches: list[Batch]) -> bool:
+        s = self.s
+        by_queue: dict[int, list[np.ndarray]] = {}
+        for bt in batches:
+            vecs = self.victim_vectors(bt)
+            if vecs:
+                by_queue.setdefault(s.jobs[bt.job].queue, []).extend(vecs)
+        if not self.reclaimable(by_queue):
+            return False
+        rq = self.queue
+        return elastic_victims_valid(s, batches, lambda jj: reclaim_min_runtime(s, rq, s.jobs[jj].queue))
+
+    def _fits_strategy(self, r_lvl: int, v_lvl: int, remaining: np.ndarray) -> bool:
+        qs = self.s.queues
+        if not le_all(remaining, qs.allocatable[v_lvl]):
+            return True  # MaintainFairShare
+        return le_all(self.alloc[r_lvl] + self.req, qs.deserved[r_lvl]) and \
+            not le_all(remaining, qs.deserved[v_lvl])  # GuaranteeDeservedQuota
+
+    def reclaimable(self, by_queue: dict[int, list[np.ndarray]]) -> bool:
+        qs = self.s.queues
+        chains = qs.chains
+        remaining: dict[int, np.ndarray] = {}
+        involved: dict[int, set[int]] = {}
+        rq = self.queue
+        for vq, vecs in by_queue.items():
+            r_lvl, v_lvl = leveled(self.s, rq, vq)
+            involved[vq] = {r for v in vecs for r in range(3) if v[r] > 0}
+            if v_lvl not in remaining:
+                remaining[v_lvl] = self.alloc[v_lvl].copy()
+            for vec in vecs:
+                if not self._fits_strategy(r_lvl, v_lvl, remaining[v_lvl]):
+                    self.last_failure = f"victim queue {qs.names[v_lvl]} would not stay above its share"
+                    return False
+                for a in chains[vq]:
+                    if a not in remaining:
+                        remaining[a] = self.alloc[a].copy()
+                    remaining[a] -= vec
+                    involved[a] = involved.get(a, set()) | involved[vq]
+        req_involved = {r for r in range(3) if self.req[r] > 0}
+        parent = qs.parent
+        for a in chains[rq]:
+            if a in remaining:
+                remaining[a] += self.req  # KAI adds the request to the shared map entry
+                mine = remaining[a]
+            else:
+                mine = self.alloc[a] + self.req
+            for sib, sib_rem in remaining.items():
+                if sib == a or parent[sib] != parent[a]:
+                    continue
+                for r in involved.get(sib, set()) | req_involved:
+                    f_r, f_s = float(qs.fair_share[a, r]), float(qs.fair_share[sib, r])
+                    if f_r == UNLIMITED and f_s == UNLIMITED:
+                        continue
+                    ratio_r = _ratio(float(mine[r]), f_r)
+                    ratio_s = _ratio(float(sib_rem[r]), f_s)
+                    if ratio_r > 1 and f_s > 0 and ratio_r * self.multiplier >= ratio_s:
+                        self.last_failure = (f"queue {qs.names[a]} would be more saturated than sibling "
+                                             f"{qs.names[sib]}")
+                        return False
+            if not self.preemptible and not le_all(self.alloc_np[a] + self.req, qs.deserved[a]):
+                self.last_failure = f"non-preemptible job would put {qs.names[a]} over its deserved quota"
+                return False
+        return True
+
+    # ---- message
+
+    def message(self, victim_job: int) -> str:
+        """Why this victim was taken, with the frozen queue numbers."""
+        s = self.s
+        qs = s.queues
+        rq, vq = self.queue, s.jobs[victim_job].queue
+        r_lvl, v_lvl = leveled(s, rq, vq)
+        res = R_GPU if self.req[R_GPU] > 0 else (R_CPU if self.req[R_CPU] > 0 else R_MEM)
+
+        def amount(x: float) -> str:
+            if res == R_GPU:
+                return f"{x:g}"
+            if res == R_CPU:
+                return f"{x / 1000:g}"
+            return f"{x / 2**30:.3g}"
+
+        unit = {R_GPU: "GPUs", R_CPU: "CPU cores", R_MEM: "GiB memory"}[res]
+
+        def where(leaf: int, lvl: int) -> str:
+            return f"queue {qs.names[leaf]}" + ("" if lvl == leaf else f" (compared at {qs.names[lvl]})")
+
+        va, vfs, vd = self.alloc[v_lvl, res], qs.fair_share[v_lvl, res], qs.deserved[v_lvl, res]
+        rel = ">" if va > vfs + _EPS else "≤"
+        vd_text = "unlimited" if vd == UNLIMITED else amount(vd)
+        return (f"reclaim for job {s.jobs[self.j].key} of {where(rq, r_lvl)} "
+                f"(allocated {amount(self.alloc[r_lvl, res])} / fair share {amount(qs.fair_share[r_lvl, res])} "
+                f"{unit}, requests {amount(self.req[res])}); victim queue {qs.names[v_lvl]} allocated "
+                f"{amount(va)} {rel} fair share {amount(vfs)} {unit} (deserved {vd_text})")
+
+
+# ---------------------------------------------------------------------------------------------- candidates
+
+class _Candidates:
+    """Victim candidates per reclaimer queue, as numpy masks over jobs."""
+
+    def __init__(self, session, facts: JobFacts):
+        self.s = session
+        self.facts = facts
+        leaves = np.unique(facts.queue[facts.preemptible & facts.queue_ok])
+        self.leaves = [int(q) for q in leaves.tolist()]
+        self._protected: dict[int, np.ndarray] = {}
+
+    def protected(self, rq: int) -> np.ndarray:
+        """Non-elastic jobs protected from reclaim by this reclaimer queue (§c.7); fixed for the session."""
+        mask = self._protected.get(rq)
+        if mask is None:
+            f = self.facts
+            rt = np.append(runtime_by_queue(self.s, rq), 0.0)
+            mask = protected_mask(self.s, f.last_start, rt[f.queue]) & ~f.elastic
+            self._protected[rq] = mask
+        return mask
+
+    def for_job(self, j: int, req: np.ndarray) -> dict[int, np.ndarray]:
+        s, f = self.s, self.facts
+        rq = s.jobs[j].queue
+        ok = [q for q in self.leaves if q != rq and filter_victim_queue(s, rq, req, q)]
+        if not ok:
+            return {}
+        qmask = np.zeros(len(s.queues.names) + 1, dtype=bool)
+        qmask[ok] = True
+        mask = f.base_candidates() & qmask[f.queue] & ~self.protected(rq)
+        out = {}
+        for q in ok:
+            order = f.leaf_order(q)
+            sel = order[mask[order]]
+            if sel.size:
+                out[q] = sel
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- action
+
+def reclaim(session) -> None:
+    """Run the reclaim action on the session."""
+    triggers = eviction_triggers(session)
+    if not triggers:
+        return
+    order = JobsOrderByQueues(session, triggers)
+    solver = Solver(session, "reclaim")
+    facts: Optional[JobFacts] = None
+    cands: Optional[_Candidates] = None
+    while True:
+        j = order.pop()
+        if j is None:
+            break
+        tasks = sim_tasks_to_allocate(session, j)
+        if not tasks:
+            continue
+        req = session.job_request(j, tasks, session.min_gpu_mem)
+        if not can_reclaim(session, j, req):
+            continue
+        if facts is None:
+            facts = JobFacts(session)
+            cands = _Candidates(session, facts)
+        victims = cands.for_job(j, req)
+        if not victims:
+            continue
+        validator = ReclaimValidator(session, j, req)
+        solver.validator = validator
+        solution = solver.solve(j, VictimQueue(session, facts, victims))
+        if solution is None:
+            if solver.exhausted:
+                break
+            continue
+        names = session.task_index
+        for e in session.evictions[solution.first_eviction:]:
+            e.message = validator.message(session.task_job[names[e.task]])
+        solution.commit(session)
+        session.clear_reason(j)
+        facts.refresh(solution.jobs + [j])
+
+
+register_action("reclaim", reclaim)
+
+__all__ = ["reclaim", "can_reclaim", "filter_victim_queue", "leveled", "ReclaimValidator"]
