@@ -78,14 +78,14 @@ def make_cluster(nodes: int, running_pods: int, pending_jobs: int, departments: 
     leaves = [q.name for q in queues if q.parent]
     node_list = _nodes(nodes)
     jobs: list[Job] = []
-    per_node = running_pods / max(nodes, 1)
     k = 0
-    for n in (node_list if running_pods else []):
+    for idx, n in enumerate(node_list if running_pods else []):
+        target = running_pods * (idx + 1) // nodes - running_pods * idx // nodes
         # GPU use on this node: a few whole-GPU pods, maybe one shared GPU with fractions, the rest CPU pods.
         whole = int(rng.integers(3, 8))
         shared = 1 if rng.random() < 0.5 and whole < 8 else 0
         n_frac = 2 if shared else 0
-        n_cpu = max(0, int(round(per_node)) - whole - n_frac + int(rng.integers(-2, 3)))
+        n_cpu = max(0, target - whole - n_frac + int(rng.integers(-2, 3)))
         idx = 0
         for _ in range(whole):
             q = leaves[k % len(leaves)]
@@ -114,7 +114,7 @@ def make_cluster(nodes: int, running_pods: int, pending_jobs: int, departments: 
 
 SIZES = {
     "small": dict(nodes=100, running_pods=0, pending_jobs=500, departments=2, teams=2),
-    "large": dict(nodes=4000, running_pods=130_000, pending_jobs=9_000, departments=10, teams=5),
+    "large": dict(nodes=4000, running_pods=130_000, pending_jobs=9_090, departments=10, teams=5),
 }
 
 
