@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 from ..session import OCCUPIES_NODE
+from .victims import merge_by_job
 
 
 def _nonneg(x: Optional[float]) -> float:
@@ -94,7 +95,7 @@ def elastic_victims_valid(session, batches: Iterable, runtime_of) -> bool:
     ``min_available`` (``runtime_of(job) -> min runtime``). Active-used tasks are counted in the simulated
     state, where the victims themselves still occupy their nodes (releasing), as KAI counts them."""
     status = session.status
-    for batch in batches:
+    for batch in merge_by_job(list(batches)):
         j = batch.job
         if not batch.elastic:
             continue

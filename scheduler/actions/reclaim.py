@@ -41,7 +41,7 @@ from ..session import ACTIVE_ALLOCATED
 from . import register_action
 from .minruntime import elastic_victims_valid, protected_mask, reclaim_min_runtime, runtime_by_queue
 from .solver import Solver, sim_tasks_to_allocate
-from .victims import Batch, JobFacts, VictimQueue, eviction_triggers
+from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
 _EPS = 1e-9
@@ -157,7 +157,7 @@ class ReclaimValidator:
     def __call__(self, j: int, batches: list[Batch]) -> bool:
         s = self.s
         by_queue: dict[int, list[np.ndarray]] = {}
-        for bt in batches:
+        for bt in merge_by_job(batches):
             vecs = self.victim_vectors(bt)
             if vecs:
                 by_queue.setdefault(s.jobs[bt.job].queue, []).extend(vecs)

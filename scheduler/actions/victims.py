@@ -162,6 +162,20 @@ class Batch:
     resources: np.ndarray = field(default_factory=lambda: np.zeros(3))  # queue amount of these tasks
 
 
+def merge_by_job(batches: list[Batch]) -> list[Batch]:
+    """One victim per job with all its chosen tasks, in order of first appearance (KAI keys a scenario's
+    victims by job: ``BaseScenario.appendTasksAsVictimJob``)."""
+    merged: dict[int, Batch] = {}
+    for b in batches:
+        cur = merged.get(b.job)
+        if cur is None:
+            merged[b.job] = Batch(job=b.job, tasks=list(b.tasks), elastic=b.elastic, resources=b.resources.copy())
+        else:
+            cur.tasks.extend(b.tasks)
+            cur.resources = cur.resources + b.resources
+    return list(merged.values())
+
+
 def active_tasks(session, j: int, within: Optional[frozenset] = None) -> list[int]:
     st = session.status
     return [i for i in session.jobs[j].tasks if st[i] in ACTIVE_ALLOCATED and (within is None or i in within)]
