@@ -1,0 +1,270 @@
+"""The served dashboard in headless Chromium (Playwright): every view loads with no console error and no
+request leaving loopback, numbers on screen are the engine's, a what-if slider moves the diff as the engine
+predicts, the pending view shows reasons, a snapshot file imports, and the URL carries the view.
+
+Each server is the real ``kaidash serve`` in a subprocess on a free loopback port, stopped at the end.
+Screenshots of every view go to ``artifacts/screenshots/`` (gitignored).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+import pytest
+
+from scheduler.engine import run_session
+from scheduler.snapshot_io import save_snapshot
+from scheduler.sources.synthetic import generate_scenario
+from scheduler.whatif import run_whatif
+
+from test_dashboard_models import SCENARIO
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+VIEWS = ["overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings"]
+SEED, NODES = 11, 16
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``kaidash serve`` in a subprocess on loopback."""
+
+    def __init__(self, *args: str):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("KAIDASH_SNAPSHOT", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "serve", "--port", str(self.port),
+                                      "--address", "127.0.0.1", *args], cwd=ROOT, env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {self.proc.stdout.read().decode()[-3000:]}")
+            try:
+                with urlopen(self.url + "healthz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("server did not become healthy in 90 s")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """The seeded synthetic scenario as a static snapshot file, served; and the engine's result for it."""
+    snap = generate_scenario(seed=SEED, nodes=NODES).snapshot
+    path = tmp_path_factory.mktemp("seeded") / "seeded.yaml"
+    save_snapshot(snap, path)
+    server = Server("--snapshot", str(path))
+    yield server, snap, run_session(snap)
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """The hand-derived two-queue scenario of test_dashboard_models, served."""
+    path = tmp_path_factory.mktemp("small") / "two-queues.yaml"
+    path.write_text(SCENARIO)
+    server = Server("--snapshot", str(path))
+    yield server, path
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM,
+                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+class Page:
+    """A page that records console errors and every request it makes."""
+
+    def __init__(self, browser):
+        self.page = browser.new_page(viewport={"width": 1600, "height": 1000})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+
+    def open(self, url: str, ready: str = "[data-view]") -> None:
+        self.page.goto(url, wait_until="networkidle", timeout=90_000)
+        self.page.wait_for_selector(ready, timeout=60_000)
+
+    def off_loopback(self) -> list[str]:
+        return [u for u in self.requests if not re.match(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob):", u)]
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture
+def page(browser):
+    p = Page(browser)
+    yield p
+    p.close()
+
+
+def _shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.page.wait_for_timeout(1200)
+    page.page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+# ------------------------------------------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_view_loads_offline_without_console_errors(seeded, page, view):
+    server, _, _ = seeded
+    page.open(f"{server.url}?view={view}", ready=f'[data-view="{view}"]')
+    _shot(page, view)
+    assert page.errors == []
+    assert page.off_loopback() == []
+
+
+def test_overview_numbers_are_the_engines(seeded, page):
+    server, snap, result = seeded
+    page.open(f"{server.url}?view=overview")
+    node_mem = {n.name: n.gpu_memory_mib for n in result.snapshot.nodes}
+    allocated = sum(t.gpus_on(node_mem[t.node]) for _, t in result.snapshot.iter_tasks()
+                    if t.status in ("running", "binding") and t.is_gpu)
+    pending = sum(1 for j in result.snapshot.jobs if any(t.status == "pending" for t in j.tasks))
+    card = page.page.locator('[data-kpi="allocated"] .kd-value')
+    card.wait_for()
+    assert card.inner_text().replace(",", "") == f"{allocated:.2f}".rstrip("0").rstrip(".")
+    assert page.page.locator('[data-kpi="gpus"] .kd-value').inner_text().replace(",", "") == str(
+        sum(n.gpus for n in snap.nodes))
+    assert page.page.locator('[data-kpi="pending"] .kd-value').inner_text() == str(pending)
+
+
+def test_queue_table_shows_the_engines_fair_share(seeded, page):
+    server, _, result = seeded
+    page.open(f"{server.url}?view=queues")
+    rows = page.page.locator(".tabulator-row")
+    rows.first.wait_for()
+    texts = [rows.nth(i).inner_text() for i in range(rows.count())]
+    for queue, stats in result.queue_stats.items():
+        fair = stats["gpu"]["fair_share"]
+        row = next(t for t in texts if re.search(rf"(^|\s){re.escape(queue)}\s", t))
+        assert f"{fair:,.2f}" in row, (queue, fair, row)
+
+
+def test_pending_view_shows_reasons(small, page):
+    server, _ = small
+    page.open(f"{server.url}?view=pending")
+    page.page.get_by_text("OverLimit").first.wait_for()
+    assert page.page.locator(".tabulator-row", has_text="b-big").count() == 1
+    assert "over the queue limit" in page.page.locator(".kd-explain").first.inner_text().lower() or \
+        page.page.get_by_text("Counterfactual").count() >= 1
+
+
+def test_whatif_slider_changes_the_diff_as_the_engine_predicts(small, page):
+    server, path = small
+    page.open(f"{server.url}?view=whatif&queue=b")
+    from scheduler.snapshot_io import load_snapshot
+
+    expected = run_whatif(load_snapshot(path), {"queues": {"b": {"gpu": {"limit": 4}}}})
+    assert expected.after.fair_share["b"]["gpu"] == 4
+    slider = page.page.locator(".bk-input-group", has_text="GPU limit").locator(".noUi-handle")
+    slider.wait_for()
+    slider.focus()
+    slider.press("ArrowRight")           # step 0.5: 3 -> 3.5
+    slider.press("ArrowRight")           # 3.5 -> 4
+    page.page.locator('[data-whatif="overrides"]', has_text="gpu limit 4").wait_for(timeout=30_000)
+    table = page.page.locator(".tabulator", has_text="fair_share_after")
+    table.locator(".tabulator-row").first.wait_for()
+    rows = [r.locator(".tabulator-cell").all_inner_texts() for r in table.locator(".tabulator-row").all()]
+    b_row = next((cells[cells.index("b"):] for cells in rows if "b" in cells), rows)
+    assert b_row[:4] == ["b", "3.00", "4.00", "1.00"]       # fair share before, after, delta
+    jobs = page.page.locator(".tabulator-row", has_text="b-big").first.inner_text()
+    assert "pending" in jobs and "started" in jobs
+    _shot(page, "whatif-limit")
+
+
+def test_snapshot_import_switches_the_app(seeded, page, tmp_path):
+    server, _, _ = seeded
+    path = tmp_path / "imported-two-queues.yaml"
+    path.write_text(SCENARIO)
+    page.open(f"{server.url}?view=snapshot")
+    page.page.locator('input[type="file"]').set_input_files(str(path))
+    page.page.wait_for_timeout(500)
+    page.page.get_by_role("button", name=re.compile("Load and switch")).click()
+    page.page.locator('[data-import="ok"]').wait_for(timeout=30_000)
+    page.page.get_by_text("imported imported-two-queues.yaml").first.wait_for(timeout=10_000)
+    page.page.get_by_role("button", name="Queues").click()
+    page.page.locator('[data-view="queues"]').wait_for()
+    page.page.locator(".tabulator-row", has_text="b").first.wait_for()
+    queue_rows = page.page.locator(".tabulator").first.locator(".tabulator-row")
+    assert queue_rows.count() == 3                                      # org, a, b
+    # a bad file is refused with the field named, and the app keeps the imported state
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SCENARIO.replace("gpu: 4, cpu_millis", "gpu: -4, cpu_millis"))
+    page.page.get_by_role("button", name="Snapshot").click()
+    page.page.locator('input[type="file"]').set_input_files(str(bad))
+    page.page.wait_for_timeout(500)
+    page.page.get_by_role("button", name=re.compile("Load and switch")).click()
+    err = page.page.locator('[data-import="error"]')
+    err.wait_for(timeout=30_000)
+    assert "a-train-0" in err.inner_text() and "gpu" in err.inner_text()
+    page.page.get_by_role("button", name=re.compile("Back to the configured source")).click()
+    page.page.get_by_text("seeded.yaml").first.wait_for(timeout=30_000)
+
+
+def test_url_carries_the_view_and_selection(seeded, page):
+    server, _, _ = seeded
+    page.open(f"{server.url}?view=overview")
+    page.page.get_by_role("button", name="Pending").click()
+    page.page.locator('[data-view="pending"]').wait_for()
+    page.page.wait_for_function("() => window.location.search.includes('view=pending')", timeout=10_000)
+    page.open(f"{server.url}?view=gpus&node=x")
+    assert page.page.locator('[data-view="gpus"]').count() == 1
+
+
+def test_default_sim_serves_a_live_cluster(browser):
+    """No arguments: the embedded simulated cluster, ticking."""
+    server = Server("--nodes", "16", "--period", "1")
+    try:
+        p = Page(browser)
+        p.open(server.url)
+        first = p.page.locator('[data-kpi="gpus"] .kd-value').inner_text()
+        assert int(first.replace(",", "")) > 0
+        with urlopen(server.url + "healthz", timeout=5) as r:
+            assert r.status == 200
+        with urlopen(server.url + "metrics", timeout=5) as r:
+            assert b"kaidash_" in r.read()
+        p.page.get_by_text(re.compile(r"tick [1-9]\d* · period")).first.wait_for(timeout=30_000)
+        assert p.errors == [] and p.off_loopback() == []
+        p.close()
+    finally:
+        server.stop()
