@@ -204,8 +204,13 @@ def test_whatif_slider_changes_the_diff_as_the_engine_predicts(small, page):
     page.page.locator('[data-whatif="overrides"]', has_text="gpu limit 4").wait_for(timeout=30_000)
     table = page.page.locator(".tabulator", has_text="fair_share_after")
     table.locator(".tabulator-row").first.wait_for()
-    rows = [r.locator(".tabulator-cell").all_inner_texts() for r in table.locator(".tabulator-row").all()]
-    b_row = next((cells[cells.index("b"):] for cells in rows if "b" in cells), rows)
+    deadline = time.time() + 20            # the table is patched just after the overrides line
+    while True:
+        rows = [r.locator(".tabulator-cell").all_inner_texts() for r in table.locator(".tabulator-row").all()]
+        b_row = next((cells[cells.index("b"):] for cells in rows if "b" in cells), rows)
+        if b_row[:4] == ["b", "3.00", "4.00", "1.00"] or time.time() > deadline:
+            break
+        page.page.wait_for_timeout(250)
     assert b_row[:4] == ["b", "3.00", "4.00", "1.00"]       # fair share before, after, delta
     jobs = page.page.locator(".tabulator-row", has_text="b-big").first.inner_text()
     assert "pending" in jobs and "started" in jobs
