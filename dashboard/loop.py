@@ -306,7 +306,9 @@ class LiveLoop:
             except Exception:  # noqa: BLE001 — the loop never dies
                 log.error("tick failed:\n%s", traceback.format_exc())
                 self.state.fail("internal error, see server log")
-            wait = max(0.0, self.options.period_s - (_time.monotonic() - began))
+            took = _time.monotonic() - began
+            # A tick slower than the period still leaves the process half its time (sessions, other work).
+            wait = max(self.options.period_s - took, 0.5 * took)
             self._wake.wait(wait)
             self._wake.clear()
 
