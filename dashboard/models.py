@@ -336,7 +336,9 @@ class TimelineModel(ViewModel):
     def _window(self, df: pd.DataFrame) -> pd.DataFrame:
         if self.window_s and len(df):
             df = df[df["time"] >= df["time"].max() - self.window_s]
-        return df.reset_index(drop=True)
+        df = df.reset_index(drop=True)
+        df["at"] = pd.to_datetime(df["time"], unit="s")      # cluster time as a date axis
+        return df
 
 
 # ------------------------------------------------------------------------------------------------- what-if

@@ -257,9 +257,14 @@ class GpusView(View):
 
     def _update_node(self) -> None:
         node = self.selection.node
+        if not node:
+            # Nothing selected yet: show the node most worth a look (an over-share pod, else an idle allocation).
+            g = self.model.gpus()
+            flagged = g.loc[g["over_share"], "node"].tolist() or g.loc[g["idle_allocated"], "node"].tolist()
+            node = flagged[0] if flagged else ""
         if node and node not in self.node_select.options:
             self.node_select.options = [*self.node_select.options, node]
-        self.node_select.value = node
+        self.node_select.value = node if node in self.node_select.options else ""
         sl = self.model.slices()
         cols = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_mib", "memory_used_mib",
                 "gpu_util", "over_share"]

@@ -59,7 +59,9 @@ def lines(df: pd.DataFrame, x: str, ys: dict[str, str], ylabel: str, height: int
     curves = []
     for i, (col, label) in enumerate(ys.items()):
         colour = (colours or {}).get(col, QUEUE_PALETTE[i % len(QUEUE_PALETTE)])
-        data = df[[x, col]] if len(df) else pd.DataFrame({x: [0.0], col: [0.0]})
+        data = df[[x, col]] if len(df) else pd.DataFrame({x: [pd.Timestamp(0)], col: [0.0]})
         curves.append(hv.Curve(data, x, (col, ylabel), label=label).opts(color=colour, line_width=2))
+        if len(data) <= 30:          # few points (a static source, a young loop): show them
+            curves.append(hv.Scatter(data, x, (col, ylabel)).opts(color=colour, size=5))
     return hv.Overlay(curves).opts(responsive=True, height=height, legend_position="top_left", show_grid=True,
-                                   toolbar="above", ylabel=ylabel, xlabel="cluster time (s)")
+                                   toolbar="above", ylabel=ylabel, xlabel="cluster time")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-import holoviews as hv
+import pandas as pd
 import panel as pn
 
 from ..frames import format_duration
@@ -104,7 +104,8 @@ class QueuesView(View):
         self.jobs.value = self._jobs_frame(q or "")
         hist = m.history(q) if q else None
         if hist is not None and len(hist):
-            self.history.object = lines(hist, "time", {"allocated": "allocated", "fair_share": "fair share",
+            hist = hist.assign(at=pd.to_datetime(hist["time"], unit="s"))
+            self.history.object = lines(hist, "at", {"allocated": "allocated", "fair_share": "fair share",
                                                         "deserved": "deserved", "requested": "requested"},
                                         "GPUs", colours={"allocated": "#f28e2b", "fair_share": "#4e79a7",
                                                          "deserved": "#76b7b2", "requested": "#8c8c8c"})

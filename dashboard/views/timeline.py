@@ -59,19 +59,22 @@ class TimelineView(View):
         curves = []
         for q, df in per_q.groupby("queue", sort=True):
             c = colours.get(q, "#888")
-            curves.append(hv.Curve(df, "time", ("allocated", "GPUs"), label=q).opts(color=c, line_width=2))
-            curves.append(hv.Curve(df, "time", ("fair_share", "GPUs")).opts(color=c, line_dash="dashed",
-                                                                            line_width=1.5, alpha=0.8))
+            curves.append(hv.Curve(df, "at", ("allocated", "GPUs"), label=q).opts(color=c, line_width=2))
+            curves.append(hv.Curve(df, "at", ("fair_share", "GPUs")).opts(color=c, line_dash="dashed",
+                                                                          line_width=1.5, alpha=0.8))
+            if len(df) <= 30:
+                curves.append(hv.Scatter(df, "at", ("allocated", "GPUs")).opts(color=c, size=5))
         if not curves:
-            curves = [hv.Curve(pd.DataFrame({"time": [0.0], "allocated": [0.0]}), "time", ("allocated", "GPUs"))]
+            curves = [hv.Curve(pd.DataFrame({"at": [pd.Timestamp(0)], "allocated": [0.0]}), "at",
+                               ("allocated", "GPUs"))]
         self.alloc.object = hv.Overlay(curves).opts(responsive=True, height=280, legend_position="right",
-                                                    show_grid=True, xlabel="cluster time (s)")
-        self.cluster.object = lines(totals, "time", {"gpus_total": "total", "gpus_allocated": "allocated",
+                                                    show_grid=True, xlabel="cluster time")
+        self.cluster.object = lines(totals, "at", {"gpus_total": "total", "gpus_allocated": "allocated",
                                                      "gpus_used": "used (DCGM)",
                                                      "gpus_idle_allocated": "idle-allocated"}, "GPUs",
                                     colours={"gpus_total": "#8c8c8c", "gpus_allocated": "#f28e2b",
                                              "gpus_used": "#59a14f", "gpus_idle_allocated": "#e15759"})
-        self.pending.object = lines(totals, "time", {"pending_jobs": "pending", "running_jobs": "running"}, "jobs",
+        self.pending.object = lines(totals, "at", {"pending_jobs": "pending", "running_jobs": "running"}, "jobs",
                                     colours={"pending_jobs": "#edc948", "running_jobs": "#4e79a7"})
-        self.wait.object = lines(totals, "time", {"wait_mean_s": "mean wait", "wait_max_s": "longest wait"},
+        self.wait.object = lines(totals, "at", {"wait_mean_s": "mean wait", "wait_max_s": "longest wait"},
                                  "seconds", colours={"wait_mean_s": "#76b7b2", "wait_max_s": "#e15759"})
