@@ -79,7 +79,7 @@ def consolidation(session) -> None:
                 victims[q] = sel
         if not victims:
             continue
-        solution = solver.solve(j, VictimQueue(session, facts, victims, max_jobs=limit))
+        solution = solver.solve(j, VictimQueue(session, facts, victims, max_jobs=limit), tasks)
         if solution is None:
             if solver.exhausted:
                 break

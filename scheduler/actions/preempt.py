@@ -65,7 +65,7 @@ def preempt(session) -> None:
             continue
         solver.validator = lambda _j, batches: elastic_victims_valid(
             session, batches, lambda jj: preempt_min_runtime(session, session.jobs[jj].queue))
-        solution = solver.solve(j, VictimQueue(session, facts, {info.queue: sel}))
+        solution = solver.solve(j, VictimQueue(session, facts, {info.queue: sel}), tasks)
         if solution is None:
             if solver.exhausted:
                 break

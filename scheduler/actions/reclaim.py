@@ -319,7 +319,7 @@ def reclaim(session) -> None:
             continue
         validator = ReclaimValidator(session, j, req)
         solver.validator = validator
-        solution = solver.solve(j, VictimQueue(session, facts, victims))
+        solution = solver.solve(j, VictimQueue(session, facts, victims), tasks, req)
         if solution is None:
             if solver.exhausted:
                 break

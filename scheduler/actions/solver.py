@@ -95,11 +95,12 @@ def _job_resources(session, j: int) -> np.ndarray:
     return session.job_request(j, sim_tasks_to_allocate(session, j), session.min_gpu_mem)
 
 
-def sim_job_order(session, jobs: Iterable[int]):
+def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None):
     """Yield ``jobs`` in KAI's queue/job order, re-evaluated after each one (allocations in between change
-    the queues' Allocated), each job once (``TryToVirtuallyAllocatePreemptorAndGetVictims``)."""
+    the queues' Allocated), each job once (``TryToVirtuallyAllocatePreemptorAndGetVictims``). ``known``:
+    chunk resources already computed per job (still valid: a job's chunk changes only when it is placed)."""
     remaining = list(dict.fromkeys(jobs))
-    resources: dict[int, np.ndarray] = {}
+    resources: dict[int, np.ndarray] = dict(known or {})
     qs = session.queues
     while remaining:
         if len(remaining) == 1:
@@ -147,10 +148,11 @@ def sim_job_order(session, jobs: Iterable[int]):
         yield j
 
 
-def allocate_job_sim(session, stmt: Statement, j: int) -> bool:
-    """KAI ``AllocateJob(isPipelineOnly=true)``: place the job's next chunk, every task pipelined (or
-    un-evicted where it was); all or nothing."""
-    tasks = sim_tasks_to_allocate(session, j)
+def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]] = None) -> bool:
+    """KAI ``AllocateJob(isPipelineOnly=true)``: place the job's next chunk (``tasks`` when already known),
+    every task pipelined (or un-evicted where it was); all or nothing."""
+    if tasks is None:
+        tasks = sim_tasks_to_allocate(session, j)
     if not tasks:
         return False
     if not _may_fit(session, tasks):
@@ -204,12 +206,17 @@ class Solver:
         self.simulations = 0
         self.exhausted = False
 
-    def solve(self, j: int, victims: VictimQueue) -> Optional[Solution]:
-        """Search victims for job ``j``'s next chunk; None when no valid scenario was found."""
+    def solve(self, j: int, victims: VictimQueue, tasks: Optional[list[int]] = None,
+              request: Optional[np.ndarray] = None) -> Optional[Solution]:
+        """Search victims for job ``j``'s next chunk (``tasks`` / its ``request`` when already computed);
+        None when no valid scenario was found."""
         s = self.s
-        tasks = sim_tasks_to_allocate(s, j)
+        if tasks is None:
+            tasks = sim_tasks_to_allocate(s, j)
         if not tasks:
             return None
+        self._tasks = tasks
+        self._known = {} if request is None else {j: request}
         req = sorted((s.request_gpus(i, s.min_gpu_mem) for i in tasks), reverse=True)
         demand, min_task = sum(req), req[-1]
         base_cap = node_gpu_capacity(s)
@@ -295,8 +302,8 @@ class Solver:
             for i in bt.tasks:
                 stmt.evict(i, self.action, preemptor=preemptor)
         placed = False
-        for jj in sim_job_order(s, [j] + [bt.job for bt in batches]):
-            ok = allocate_job_sim(s, stmt, jj)
+        for jj in sim_job_order(s, [j] + [bt.job for bt in batches], self._known):
+            ok = allocate_job_sim(s, stmt, jj, self._tasks if jj == j else None)
             if jj == j:
                 if not ok:
                     stmt.discard()
