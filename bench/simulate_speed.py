@@ -68,9 +68,9 @@ def workload(nodes: int = 64, hours: float = 4.0, seed: int = 1, start: float = 
     return snap, arrivals
 
 
-def scenario(seed: int, nodes: int):
+def scenario(seed: int, nodes: int, hours: float):
     from scheduler.sources.synthetic import generate_scenario
-    sc = generate_scenario(seed, nodes=nodes)
+    sc = generate_scenario(seed, nodes=nodes, horizon_s=hours * 3600.0)
     return sc.snapshot, list(sc.arrivals)
 
 
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
                    help="instead: the live loop, step() every --period for --hours (try --period 1 --hours 24)")
     args = p.parse_args(argv)
 
-    snap, arrivals = (scenario(args.scenario, args.nodes) if args.scenario is not None
+    snap, arrivals = (scenario(args.scenario, args.nodes, args.hours) if args.scenario is not None
                       else workload(args.nodes, args.hours, args.seed))
     if args.live:
         live(snap, arrivals, args.hours, args.period)

@@ -212,9 +212,10 @@ def test_arrivals_may_be_pairs_objects_with_an_offset_or_jobs_with_a_creation_ti
 
     from scheduler.simulate import normalise_arrivals
 
-    got = normalise_arrivals([(30, job("p")), SimpleNamespace(job=job("o"), offset_s=10),
+    got = normalise_arrivals([(30, job("p")), SimpleNamespace(job=job("o"), offset_s=10, duration_s=77),
                               job("c", creation_time=1020)], start_time=1000)
     assert [(o, j.name) for o, j in got] == [(10, "o"), (20, "c"), (30, "p")]
+    assert got[0][1].duration_s == 77            # an arrival's own duration when the job has none
 
 
 def test_records_stay_bounded_in_a_long_run():

@@ -51,7 +51,7 @@ def load_input(args):
         from ..sources.synthetic import generate_scenario
     except ImportError as exc:
         raise SourceError(f"synthetic scenarios are not available: {exc}") from exc
-    scenario = generate_scenario(args.scenario, nodes=args.nodes)
+    scenario = generate_scenario(args.scenario, nodes=args.nodes, horizon_s=args.hours * 3600.0)
     return scenario.snapshot, list(scenario.arrivals)
 
 

@@ -90,6 +90,10 @@ def normalise_arrivals(arrivals: Iterable[Any], start_time: float = 0.0) -> list
                            if getattr(item, a, None) is not None), None)
         if not isinstance(job, Job) or offset is None:
             raise SnapshotError(f"arrivals[{i}]", f"expected (offset_s, Job), got {type(item).__name__}")
+        duration = getattr(item, "duration_s", None)
+        if job.duration_s is None and duration is not None:     # e.g. synthetic Arrival(offset_s, job, duration_s)
+            job = copy.copy(job)
+            job.duration_s = float(duration)
         offset = float(offset)
         if not math.isfinite(offset) or offset < 0:
             raise SnapshotError(f"arrivals[{job.key}]", f"arrival offset must be >= 0 seconds, got {offset}")
