@@ -92,12 +92,13 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
             if t.status in ALLOCATED_STATUSES and t.is_gpu:
                 allocated += t.gpus_on(node_mem.get(t.node, 0.0))
     used = idle = math.nan
-    frame = tick.gpu_frame
-    if frame is not None and len(frame):
-        if "gpu_util" in frame:
-            used = float(frame["gpu_util"].fillna(0).clip(0, 100).sum() / 100.0)
-        if "idle_allocated" in frame:
-            idle = float(frame["idle_allocated"].fillna(False).astype(bool).sum())
+    if tick.gpu_frame is not None and len(tick.gpu_frame):
+        from . import frames  # the per-GPU table: one row per device, utilisation in percent
+
+        gpus = frames.gpu_frame_from_slices(snap, frames.gpu_slices_frame(snap, tick.gpu_frame), tick.gpu_frame)
+        if gpus["gpu_util"].notna().any():
+            used = float(gpus["gpu_util"].fillna(0).sum() / 100.0)
+            idle = float(gpus["idle_allocated"].sum())
     totals = {
         "gpus_total": gpus_total, "gpus_allocated": allocated, "gpus_used": used, "gpus_idle_allocated": idle,
         "pending_jobs": float(pending_jobs), "running_jobs": float(running_jobs),

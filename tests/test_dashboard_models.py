@@ -9,7 +9,7 @@ import pytest
 
 from dashboard import frames as F
 from dashboard.feeds import Feed
-from dashboard.loop import LiveLoop, publish_snapshot
+from dashboard.loop import LiveLoop, MetricsReader, publish_snapshot
 from dashboard.models import (GpusModel, OverviewModel, PendingModel, QueuesModel, Selection, TimelineModel,
                               WhatIfModel)
 from dashboard.options import SourceOptions
@@ -348,3 +348,26 @@ def test_options_from_env_and_args():
     assert (o2.source, o2.snapshot, o2.period_s) == ("snapshot", "x.yaml", 3.0)
     round_trip = SourceOptions.from_env(o.to_env())
     assert (round_trip.source, round_trip.context, round_trip.period_s) == ("kube", "prod", 5.0)
+
+
+def test_dcgm_use_in_overview_and_history_counts_each_gpu_once():
+    # Two pods share one GPU (40% + 10% busy): the simulated exporter reports the device at min(1, 0.5) = 50%,
+    # so the cluster uses 0.5 GPU, whatever the number of slices on that device.
+    snap = loads_snapshot("""
+version: 1
+nodes: [{name: n0, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi}]
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: s1, queue: q, tasks: [{name: s1-0, gpu: 0.5, status: running, node: n0, gpu_group: g1, gpu_index: 0,
+      usage: {gpu_memory_mib: 30000, gpu_util: 0.4}}]}
+  - {name: s2, queue: q, tasks: [{name: s2-0, gpu: 0.25, status: running, node: n0, gpu_group: g1, gpu_index: 0,
+      usage: {gpu_memory_mib: 1000, gpu_util: 0.1}}]}
+""")
+    st = LiveState()
+    publish_snapshot(st, snap, "shared", metrics=MetricsReader())
+    assert st.tick.gpu_frame is not None
+    n = OverviewModel(st).numbers()
+    assert n["gpus_used"] == pytest.approx(0.5)
+    assert n["over_share_gpus"] == 1                     # s1 uses 30000 MiB of a 20000 MiB share
+    totals = st.history.totals_frame().iloc[-1]
+    assert totals["gpus_used"] == pytest.approx(0.5) and totals["gpus_allocated"] == pytest.approx(0.75)
