@@ -54,7 +54,6 @@ def test_allocation_converges_to_fair_share_as_the_borrower_finishes_jobs():
 def test_reclaim_takes_the_borrowed_gpus_back_at_once():
     """Same cluster with KAI's full action list: b (allocated 0 < fair share 4) reclaims from a (8 > 4) in the
     first cycle. Four of a's tasks are evicted by reclaim, b runs 4 jobs, and the state then stays put."""
-    pytest.importorskip("scheduler.actions.reclaim", reason="reclaim action not implemented yet")
     running = [one_gpu_job(f"a-run-{i}", "a", last_start_time=0) for i in range(8)]
     for j in running:
         j.tasks[0].status, j.tasks[0].node = "running", "n1"
