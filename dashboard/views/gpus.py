@@ -20,7 +20,7 @@ from .base import View
 from .common import FREE_COLOUR, FREE_LINE, fmt, number_formatters, queue_colours, table
 
 CELL_PX = 22
-ROW_UNITS = 1.55        # a GPU cell is 1 unit tall; the rest of a row is the node label
+ROW_UNITS = 1.75        # a GPU cell is 1 unit tall; the rest of a row is the node label
 OVER_SHARE = "#ff3b3b"
 IDLE = "#edc948"
 NO_DATA = "#6b6f76"
@@ -31,7 +31,7 @@ def grid_positions(nodes: list[str], gpus_per_node: int, columns: int | None = N
     """Top-left corner of each node's block: ``{node: (x, y)}``, columns and rows (first row at the top)."""
     block = gpus_per_node + 1
     if columns is None:
-        columns = max(1, min(len(nodes), max(1, 96 // block)))
+        columns = max(1, min(len(nodes), max(1, 64 // block)))
     rows = max(1, math.ceil(len(nodes) / columns))
     pos = {n: ((i % columns) * block, (rows - 1 - i // columns) * ROW_UNITS) for i, n in enumerate(nodes)}
     return pos, columns, rows
@@ -223,7 +223,7 @@ class GpusView(View):
         if key != self._layout_key:
             # A new layout gets a new figure: Bokeh does not re-lay-out a plot whose height changed.
             self._layout_key = key
-            px = max(14.0, min(40.0, 1250.0 / max(xr[1] - xr[0], 1)))
+            px = max(16.0, min(40.0, 1150.0 / max(xr[1] - xr[0], 1)))
             height = int(max(120, (yr[1] - yr[0]) * px + 40))
             self.bg, self.sl, self.lb = ColumnDataSource(), ColumnDataSource(), ColumnDataSource()
             self.fig = self._figure(height)
