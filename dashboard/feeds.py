@@ -58,12 +58,18 @@ class KubeFeed(Feed):
     kind = "kube"
     static = False
 
-    def __init__(self, context: str = ""):
+    def __init__(self, context: str = "", sync_timeout_s: float = 30.0, **source_options):
         from scheduler.sources.kube import KubeSource
 
-        self.source = KubeSource(context=context or None)
-        self.source.start() if hasattr(self.source, "start") else None
-        self.label = f"kube {context or '(current context)'}"
+        try:
+            self.source = KubeSource(context=context or None, **source_options)
+        except SourceError:
+            if context:
+                raise
+            self.source = KubeSource.in_cluster(**source_options)   # no kubeconfig: running in a pod
+        self.label = f"kube {context or '(current context)'} — read-only"
+        self.source.start()
+        self.source.wait_until_synced(sync_timeout_s)
 
     def snapshot(self) -> Snapshot:
         return self.source.snapshot()

@@ -371,3 +371,53 @@ jobs:
     assert n["over_share_gpus"] == 1                     # s1 uses 30000 MiB of a 20000 MiB share
     totals = st.history.totals_frame().iloc[-1]
     assert totals["gpus_used"] == pytest.approx(0.5) and totals["gpus_allocated"] == pytest.approx(0.75)
+
+
+def test_kube_mode_shadow_schedules_a_live_cluster_read_only(tmp_path, monkeypatch):
+    """kube source against the local fake API server: the loop publishes the cluster and only ever GETs."""
+    from kai_objects import small_cluster
+    from kube_fake_server import FakeKubeServer
+
+    from dashboard.feeds import KubeFeed
+
+    with FakeKubeServer(bookmark_interval_s=0.3) as server:
+        server.load(small_cluster())
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig", context="fake")
+        monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+        feed = KubeFeed("fake", sync_timeout_s=10, watch_timeout_s=2, backoff_initial_s=0.05, backoff_max_s=0.2)
+        loop = LiveLoop(SourceOptions(source="kube", context="fake"), feed=feed)
+        try:
+            tick = loop.step()
+            assert tick is not None and loop.state.source_status == "ok"
+            # the cluster of kai_objects.small_cluster(): four nodes, research -> llm / vision, inference
+            assert {n.name for n in tick.snapshot.nodes} == {"h100-0", "h100-1", "l4-0", "cpu-0"}
+            assert "nodes ok" in loop.state.source_detail
+            assert {"research", "llm", "vision", "inference"} <= set(QueuesModel(loop.state).frame()["queue"])
+        finally:
+            loop.stop()
+        assert server.methods() == {"GET"}
+
+
+def test_one_live_loop_per_process_even_when_sessions_open_together(tmp_path):
+    import threading
+
+    from dashboard import loop as loop_module
+
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO)
+    loop_module.stop_loop()
+    got = []
+    opts = SourceOptions(source="snapshot", snapshot=str(path), period_s=0.2)
+    threads = [threading.Thread(target=lambda: got.append(loop_module.get_loop(opts))) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(got) == 4 and all(g is got[0] for g in got)
+        assert got[0].running and got[0].state.tick is not None
+        assert loop_module.get_loop(SourceOptions(source="sim")) is got[0]     # later options are ignored
+        assert sum(t.name == "kaidash-live-loop" for t in threading.enumerate()) == 1
+    finally:
+        loop_module.stop_loop()
+    assert not got[0].running
