@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from .actions import get_action
 from .decisions import PIPELINED, JobDecision, ScheduleResult, TaskDecision
-from .fairshare import compute_fair_share
+from .fairshare import TaskTable, compute_fair_share
 from .model import Job, Snapshot
 from .session import ACTIVE_ALLOCATED, Session
 
@@ -44,9 +44,10 @@ def run_session(snapshot: Snapshot, actions: Optional[Iterable[str]] = None) -> 
 
 def _run_session(snapshot: Snapshot, actions: Optional[Iterable[str]]) -> ScheduleResult:
     t0 = time.perf_counter()
-    shares = compute_fair_share(snapshot)
+    tasks = TaskTable.from_snapshot(snapshot)  # one columnar pass over the tasks, for fair share and session
+    shares = compute_fair_share(snapshot, tasks=tasks)
     t1 = time.perf_counter()
-    session = Session(snapshot, shares)
+    session = Session(snapshot, shares, tasks=tasks)
     t2 = time.perf_counter()
     timings = {"fair_share": (t1 - t0) * 1e3, "session_open": (t2 - t1) * 1e3}
     names = list(snapshot.config.actions if actions is None else actions)

@@ -20,6 +20,7 @@ import numpy as np
 from .. import placement
 from ..decisions import Eviction
 from ..errors import EngineError
+from ..fairshare import TaskTable
 from ..model import RESOURCES, UNLIMITED, Job, Snapshot, Task
 from ..placement import gpu_order, scores
 from .nodes import (ANONYMOUS, CPU, GPU, MEM, PODS, SLOT_ACTIVE, SLOT_FREE, SLOT_RELEASING, NodeState)
@@ -134,7 +135,10 @@ class JobTable:
 class Session:
     """Mutable state of one scheduling cycle over a snapshot, with the queries actions need."""
 
-    def __init__(self, snapshot: Snapshot, shares: Mapping[str, Mapping[str, object]]):
+    def __init__(self, snapshot: Snapshot, shares: Mapping[str, Mapping[str, object]],
+                 tasks: Optional[TaskTable] = None):
+        """``tasks``: the snapshot's :class:`~scheduler.fairshare.TaskTable` when the caller already built it
+        for fair share (the engine does); else the session builds it."""
         self.snapshot = snapshot
         self.config = snapshot.config
         self.nodes = NodeState(snapshot)
@@ -158,7 +162,7 @@ class Session:
         # fits nowhere" is valid while free_epoch is unchanged, provided entries are recorded outside an
         # open statement (a rollback returns exactly to its checkpoint, so it frees nothing older).
         self.free_epoch = 0
-        self._build_tasks(snapshot)
+        self._build_tasks(snapshot, tasks if tasks is not None else TaskTable.from_snapshot(snapshot))
         self._order_cache: dict[tuple, list] = {}
         self._max_gpus = float(ns.gpus.max(initial=0))
         self._max_cpu = float(ns.allocatable[:, CPU].max(initial=0))
@@ -173,25 +177,18 @@ class Session:
 
     # ================================================================== build
 
-    def _build_tasks(self, snapshot: Snapshot) -> None:
+    def _build_tasks(self, snapshot: Snapshot, table: TaskTable) -> None:
         ns = self.nodes
-        jobs = snapshot.jobs
-        tasks: list[Task] = [t for job in jobs for t in job.tasks]
+        tasks: list[Task] = table.tasks
         self.task_objs = tasks
         T = len(tasks)
         self.task_names = [t.name for t in tasks]
         self.task_index = {name: i for i, name in enumerate(self.task_names)}
-        counts = [len(job.tasks) for job in jobs]
-        self.task_job = np.repeat(np.arange(len(jobs)), counts).tolist()
+        self.task_job = table.task_job.tolist()
         nget = ns.index.get
-        status = [t.status for t in tasks]
-        node = [nget(t.node, -1) for t in tasks]
-        self.gpu = np.array([t.gpu for t in tasks], dtype=float)
-        gmem = [t.gpu_memory_mib for t in tasks]
-        self.gmem = np.array([np.nan if m is None else m for m in gmem], dtype=float)
-        self.dev = np.array([t.gpu_devices for t in tasks], dtype=np.int64)
-        self.cpu = np.array([t.cpu_millis for t in tasks], dtype=float)
-        self.mem = np.array([t.memory_bytes for t in tasks], dtype=float)
+        status = list(table.status)  # a copy: the session changes it (the table's columns are read-only)
+        node = [nget(n, -1) for n in table.node]
+        self.gpu, self.gmem, self.dev, self.cpu, self.mem = table.gpu, table.gmem, table.dev, table.cpu, table.mem
         has_mem = ~np.isnan(self.gmem)
         kind = np.zeros(T, dtype=np.int8)
         kind[self.gpu >= 1] = KIND_WHOLE
@@ -247,7 +244,7 @@ class Session:
         self._build_whole_slots(node_arr, on_node, releasing)
         self._build_shared(node_arr, on_node, releasing)
         ns.refresh()
-        self._build_jobs(snapshot)
+        self._build_jobs(snapshot, table)
         self._vec_cache: dict[int, np.ndarray] = {}
         self._cpu_l = self.cpu.tolist()
         self._mem_l = self.mem.tolist()
@@ -344,17 +341,12 @@ class Session:
         self.group_ids.add(gid)
         return gid
 
-    def _build_jobs(self, snapshot: Snapshot) -> None:
+    def _build_jobs(self, snapshot: Snapshot, table: TaskTable) -> None:
         qidx = self.queues.index
-        jobs = snapshot.jobs
-        counts = np.array([len(job.tasks) for job in jobs], dtype=np.int64)
-        self.job_start = np.concatenate(([0], np.cumsum(counts))).tolist()
-        self.job_queue = [qidx.get(job.queue, -1) for job in jobs]
-        explicit = [job.preemptible for job in jobs]
-        prio = [job.priority for job in jobs]
-        from ..model import NON_PREEMPTIBLE_PRIORITY
-        self.job_non_preemptible = [(not e) if e is not None else p >= NON_PREEMPTIBLE_PRIORITY
-                                    for e, p in zip(explicit, prio)]
+        self.job_start = np.concatenate(([0], np.cumsum(table.job_counts))).tolist()
+        queue_of_name = np.array([qidx.get(name, -1) for name in table.queue_names], dtype=np.int64)
+        self.job_queue = queue_of_name[table.job_queue_id].tolist()
+        self.job_non_preemptible = table.job_non_preemptible.tolist()  # KAI: explicit, else priority >= 100
         self.jobs = JobTable(self)
         self._job_index: Optional[dict[str, int]] = None
         self._podsets_built: set[int] = set()
