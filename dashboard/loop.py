@@ -23,6 +23,7 @@ from scheduler.errors import KaidashError
 from scheduler.model import Snapshot
 
 from .feeds import Feed, make_feed
+from .health import assess, note_attempt
 from .options import SourceOptions
 from .state import LiveState, Tick
 
@@ -170,8 +171,10 @@ class LiveLoop:
         self._lock = threading.RLock()
         self._index = 0
         self.on_tick: list[Callable[[Tick], None]] = []
-        self.explain_jobs = 12
+        self.explain_jobs = 4
         self.explain_budget_ms = 40.0
+        self.explain_ttl_ticks = 30
+        self._explained: dict[str, tuple[int, Any]] = {}
         self.own_metrics = _own_metrics()
         label = feed.label if feed is not None else self.options.label()
         self.state.reset(feed.kind if feed is not None else self.options.source, label)
@@ -191,6 +194,7 @@ class LiveLoop:
     def step(self) -> Optional[Tick]:
         """Run one tick synchronously; returns the published tick, or ``None`` when it failed."""
         with self._lock:
+            note_attempt(self.state)   # readiness heartbeat (dashboard.health)
             feed = self.feed
             if feed is None:
                 self.state.fail(f"source: {self._feed_error}")
@@ -221,26 +225,37 @@ class LiveLoop:
             self.state.publish(tick)
             self.state.source_detail = (f"{feed.status()} · session {session_ms:,.0f} ms"
                                         + (f" — {note}" if note else ""))
+            assess(self.state, feed)   # degraded: what this tick succeeded despite (dashboard.health)
             self._observe(tick)
             return tick
 
     def _explain(self, snapshot: Snapshot, result) -> tuple[dict, str]:
-        """Why-pending for the longest-waiting jobs, within a per-tick budget (counterfactual searches re-run
-        the engine; the pending view explains any other job on demand)."""
+        """Why-pending for waiting jobs, within a per-tick budget.
+
+        Counterfactual searches re-run the engine, so each tick explains at most ``explain_jobs`` jobs that
+        have no explanation yet (longest waiting first) or whose explanation is older than
+        ``explain_ttl_ticks``; the others keep their last explanation. Jobs that stopped waiting are dropped.
+        The engine's own reason and message are always current (they come with every result).
+        """
         explain = _explainer()
         if explain is None or self.explain_jobs <= 0:
             return {}, ""
         waiting = [k for k, d in (getattr(result, "jobs", None) or {}).items() if d.status in ("pending", "pipelined")]
-        if not waiting:
-            return {}, ""
+        cache = {k: v for k, v in self._explained.items() if k in set(waiting)}
+        due = [k for k in waiting if k not in cache or self._index - cache[k][0] >= self.explain_ttl_ticks]
         created = {j.key: j.creation_time for j in snapshot.jobs}
-        waiting.sort(key=lambda k: (created.get(k, 0.0), k))
-        try:
-            return explanations_by_job(explain(snapshot, result, jobs=waiting[:self.explain_jobs],
-                                               budget_ms_per_job=self.explain_budget_ms)), ""
-        except Exception as exc:  # noqa: BLE001
-            log.warning("explain failed:\n%s", traceback.format_exc())
-            return {}, f"explain failed: {exc}"
+        due.sort(key=lambda k: (k in cache, created.get(k, 0.0), k))
+        note = ""
+        if due:
+            try:
+                fresh = explanations_by_job(explain(snapshot, result, jobs=due[:self.explain_jobs],
+                                                    budget_ms_per_job=self.explain_budget_ms))
+                cache.update({k: (self._index, v) for k, v in fresh.items()})
+            except Exception as exc:  # noqa: BLE001
+                log.warning("explain failed:\n%s", traceback.format_exc())
+                note = f"explain failed: {exc}"
+        self._explained = cache
+        return {k: v for k, (_, v) in cache.items()}, note
 
     def _observe(self, tick: Tick) -> None:
         if self.own_metrics is not None and tick.result is not None:
@@ -268,6 +283,7 @@ class LiveLoop:
             self._feed = feed
             self._feed_error = None
             self._index = 0
+            self._explained = {}
             kind = feed.kind if feed is not None else self.options.source
             self.state.reset(kind, feed.label if feed is not None else self.options.label())
         self._wake.set()

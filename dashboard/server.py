@@ -48,4 +48,6 @@ class HealthHandler(RequestHandler):
 
 def extra_patterns(loop) -> list:
     """Tornado routes for ``pn.serve(..., extra_patterns=...)``."""
-    return [(r"/metrics", MetricsHandler, {"loop": loop}), (r"/healthz", HealthHandler, {"state": loop.state})]
+    from .health import health_patterns   # /healthz (liveness) and /readyz (readiness)
+
+    return [(r"/metrics", MetricsHandler, {"loop": loop}), *health_patterns(loop)]

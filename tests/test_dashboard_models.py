@@ -421,3 +421,29 @@ def test_one_live_loop_per_process_even_when_sessions_open_together(tmp_path):
     finally:
         loop_module.stop_loop()
     assert not got[0].running
+
+
+class _LiveFeed(Feed):
+    """The same snapshot every tick, as a live (non-static) source."""
+
+    static = False
+    kind = "test"
+
+
+def test_why_pending_is_explained_once_then_kept_until_it_ages(snapshot, monkeypatch):
+    from dashboard import loop as loop_module
+    from scheduler.explain import explain_pending
+
+    calls = []
+
+    def counting(snap, result, **kw):
+        calls.append(list(kw.get("jobs") or []))
+        return explain_pending(snap, result, **kw)
+
+    monkeypatch.setattr(loop_module, "_explainer", lambda: counting)
+    loop = LiveLoop(SourceOptions(source="snapshot"), feed=_LiveFeed(snapshot, "live"))
+    loop.explain_ttl_ticks = 3
+    for _ in range(4):
+        tick = loop.step()
+        assert "b-big" in tick.explanations                  # every tick shows the counterfactual
+    assert calls == [["b-big"], ["b-big"]]                   # explained at tick 0, again once 3 ticks old

@@ -74,14 +74,19 @@ class WhatIfView(View):
             pn.pane.HTML("<b>Fair share and demand</b>"), self.k_value, self.demand,
             self.download, width=360)
         self.changes = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.summary = table(pd.DataFrame(columns=["metric", "before", "after"]), height=None,
+        self.summary = table(pd.DataFrame(columns=["metric", "before", "after"]), height=None, layout="fit_columns",
                              formatters=number_formatters(["before", "after"], 3), name="whatif-summary")
-        self.queues = table(pd.DataFrame(), height=None, name="whatif-queues",
-                            formatters=number_formatters(["fair_share_before", "fair_share_after", "fair_share_delta"]))
+        self.queues = table(pd.DataFrame(), height=None, name="whatif-queues", layout="fit_columns",
+                            formatters=number_formatters(["fair_share_before", "fair_share_after", "fair_share_delta"]),
+                            titles={"fair_share_before": "fair share before", "fair_share_after": "fair share after",
+                                    "fair_share_delta": "Δ fair share", "started_before": "started before",
+                                    "started_after": "started after", "evicted_before": "evicted before",
+                                    "evicted_after": "evicted after", "pending_before": "pending before",
+                                    "pending_after": "pending after"})
         self.bars = pn.pane.Bokeh(None, sizing_mode="stretch_width", min_height=260)
         self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after"]), height=220)
         result = pn.Column(self.changes,
-                           pn.Row(pn.Card(self.summary, title="Cluster: before → after", width=420,
+                           pn.Row(pn.Card(self.summary, title="Cluster: before → after", width=480,
                                           collapsible=False),
                                   pn.Card(self.bars, title="GPU fair share per queue", sizing_mode="stretch_width",
                                           collapsible=False), sizing_mode="stretch_width"),
