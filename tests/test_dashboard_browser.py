@@ -202,7 +202,7 @@ def test_whatif_slider_changes_the_diff_as_the_engine_predicts(small, page):
     slider.press("ArrowRight")           # step 0.5: 3 -> 3.5
     slider.press("ArrowRight")           # 3.5 -> 4
     page.page.locator('[data-whatif="overrides"]', has_text="gpu limit 4").wait_for(timeout=30_000)
-    table = page.page.locator(".tabulator", has_text="fair_share_after")
+    table = page.page.locator(".tabulator", has_text="fair share after")
     table.locator(".tabulator-row").first.wait_for()
     deadline = time.time() + 20            # the table is patched just after the overrides line
     while True:
