@@ -82,7 +82,7 @@ def assess(state, feed, metrics_status: Optional[str] = None) -> list[str]:
                                                    else metrics_status)
     with _LOCK:
         _PROBLEMS[state] = found
-    if found and state.source_status == "ok":
+    if found and state.source_status in ("ok", "static"):
         listed = "; ".join(found[:MAX_LISTED]) + (f"; and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED
                                                   else "")
         state.param.update(source_status="degraded", source_detail=f"degraded: {listed} · {state.source_detail}")
