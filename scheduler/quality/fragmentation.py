@@ -44,12 +44,14 @@ class TargetWorkload:
                              "gpu_spec": self.spec, "p": self.p})
 
 
-def target_workload(pods: pd.DataFrame, threshold: float = POPULARITY_THRESHOLD) -> TargetWorkload:
+def target_workload(pods: pd.DataFrame, threshold: float = POPULARITY_THRESHOLD,
+                    gpu_weight: float = 0.0) -> TargetWorkload:
     """The FGD target workload of a pod list: most popular shapes covering ``threshold`` of the pods.
 
     Shapes are ``(cpu_milli, num_gpu, gpu_milli, gpu_spec)`` (memory ignored; CPU-only pods included),
     sorted by count, ties by larger shape first (as the FGD simulator sorts), cut at the first shape where the
-    cumulative count reaches ``threshold`` of all pods, renormalised to Σ p = 1.
+    cumulative count reaches ``threshold`` of all pods, renormalised to Σ p = 1. With ``gpu_weight`` > 0 a
+    shape's popularity is its count × (1 + gpu_weight × GPUs it asks), after the cut.
     """
     spec = pods["gpu_spec"].fillna("").astype(str) if "gpu_spec" in pods else pd.Series([""] * len(pods))
     df = pd.DataFrame({"cpu": pods["cpu_milli"].to_numpy(np.int64), "d": pods["gpu_milli"].to_numpy(np.int64),
@@ -60,7 +62,8 @@ def target_workload(pods: pd.DataFrame, threshold: float = POPULARITY_THRESHOLD)
     cum = counts["n"].cumsum().to_numpy()
     keep = int(np.searchsorted(cum, threshold * total, side="left")) + 1
     top = counts.iloc[:keep]
-    p = top["n"].to_numpy(float) / top["n"].sum()
+    w = top["n"].to_numpy(float) * (1.0 + gpu_weight * top["k"].to_numpy() * top["d"].to_numpy() / MILLI)
+    p = w / w.sum()
     return TargetWorkload(cpu=top["cpu"].to_numpy(np.int64), k=top["k"].to_numpy(np.int64),
                           d=top["d"].to_numpy(np.int64), spec=list(top["spec"]), p=p)
 
@@ -104,12 +107,16 @@ class FragIndex:
         # pa[t, m] = p_m if shape m may use type t (0 for CPU-only shapes: they always count U).
         self.pa = _access(cluster, wl) * wl.p[None, :]
         self.P = float(wl.p.sum())
-        # E[m, j*(G+1) + c] = 1 if shape m asks dv[j] per GPU and needs at most c GPUs.
-        E = np.zeros((wl.m, D, MAX_GPUS + 1))
-        for m in np.flatnonzero(gpu_shape):
-            j = int(np.searchsorted(self.dv, wl.d[m]))
-            E[m, j, min(wl.k[m], MAX_GPUS + 1):] = 1.0
-        self.E = E.reshape(wl.m, D * (MAX_GPUS + 1))
+        # A[n, j, c] = Σ p_m over shapes m asking dv[j] per GPU, needing at most c GPUs, that node n can
+        # serve by CPU and type. Built without BLAS (a tiny matmul is slower threaded): sum the columns of
+        # B by (j, k) group with reduceat, scatter to [j, k], cumulate over c.
+        gpu_idx = np.flatnonzero(gpu_shape & (wl.k <= MAX_GPUS))
+        j_of = np.searchsorted(self.dv, wl.d[gpu_idx])
+        order = np.lexsort((wl.k[gpu_idx], j_of))
+        self._cols = gpu_idx[order]
+        keys = j_of[order] * (MAX_GPUS + 1) + wl.k[gpu_idx][order]
+        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.array([], np.int64)
+        self._starts, self._slots = starts, keys[starts]
         self._jbase = np.arange(D) * (MAX_GPUS + 1)
         n = cluster.n
         self.cnt = np.zeros((n, D), np.int64)
@@ -120,8 +127,13 @@ class FragIndex:
 
     def _table(self, nodes: np.ndarray, cpu: np.ndarray) -> np.ndarray:
         """(len(nodes), D*(G+1)) weight table A for nodes with the given free CPU."""
-        B = self.pa[self.cluster.type_code[nodes]] * (cpu[:, None] >= self.shape_cpu[None, :])
-        return B @ self.E
+        cols = self._cols
+        B = self.pa[self.cluster.type_code[nodes]][:, cols] * (cpu[:, None] >= self.shape_cpu[cols][None, :])
+        A = np.zeros((len(nodes), len(self.dv) * (MAX_GPUS + 1)))
+        if len(cols):
+            A[:, self._slots] = np.add.reduceat(B, self._starts, axis=1)
+        A = A.reshape(len(nodes), len(self.dv), MAX_GPUS + 1).cumsum(axis=2)
+        return A.reshape(len(nodes), -1)
 
     def _frag(self, A: np.ndarray, U, cnt, S) -> np.ndarray:
         """F = P·U − Σ_j A[cnt_j] · S_j; ``cnt``/``S`` have shape (..., D) broadcastable to A's rows."""

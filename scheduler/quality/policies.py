@@ -229,32 +229,30 @@ def kai_spread(ctx: Context, pod: PodRequest, nodes: np.ndarray):
 
 # ---------------------------------------------------------------- kaidash
 
+KAIDASH_LEVELS = 50
+"""Number of score bands of the fragmentation gradient (FGD uses 100); equal bands go first-fit."""
+
+
 def kaidash(ctx: Context, pod: PodRequest, nodes: np.ndarray):
     """kaidash fragmentation-aware placement (see ``docs/placement-quality.md``).
 
-    Exact (unquantised) fragmentation gradient, with ties and near-ties resolved by packing: among the
-    candidates within ``TOL`` milli of the least ΔF, take the one leaving the least free GPU on the node,
-    then the least free CPU, then the first by name.
+    The gradient is FGD's ΔF (growth of the expected fragment w.r.t. the target workload). It is banded
+    coarser than FGD's scores (``KAIDASH_LEVELS`` sigmoid levels instead of 100), so more near-equal
+    candidates share the best band; among them the first node in a fixed node order wins (first-fit, which
+    concentrates load and keeps whole nodes free). On that node a shared pod takes the GPU with the exact
+    least ΔF.
     """
     st = ctx.state
     delta = _fgd_deltas(ctx, pod, nodes)
-    if pod.shared:
-        gi = np.argmin(delta, axis=1)
-        best = delta[np.arange(len(nodes)), gi]
-    else:
-        gi = None
-        best = delta
-    near = np.flatnonzero(best <= best.min() + KAIDASH_TOL)
-    cand = nodes[near]
-    key = np.lexsort((cand, st.cpu_left[cand], st.gpu_free[cand]))
-    j = near[key[0]]
+    with np.errstate(over="ignore"):
+        level = (KAIDASH_LEVELS / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
+    node_level = level.max(1) if pod.shared else level
+    near = np.flatnonzero(node_level == node_level.max())
+    j = int(near[np.argmin(ctx.rank[nodes[near]])])
     node = int(nodes[j])
     if pod.shared:
-        return node, [int(gi[j])]
+        return node, [int(np.argmin(delta[j]))]
     return node, gpus_first_idle(st.gpu_left[node], pod.k)
-
-
-KAIDASH_TOL = 1.0
 
 
 POLICIES: dict[str, Policy] = {

@@ -65,7 +65,7 @@ class ReplayResult:
     def unallocated_at(self, arrived_pct: int = 100) -> float:
         """Unallocated GPU % of capacity when arrivals reach ``arrived_pct`` % of capacity."""
         c = self.curve()
-        return float(c.loc[c["arrived_pct"] == arrived_pct, "unalloc_pct"].iloc[0])
+        return float(np.interp(arrived_pct, c["arrived_pct"], c["unalloc_pct"]))
 
 
 def replay(cluster: Cluster, pods: Pods, policy: str | Policy, workload: TargetWorkload,
