@@ -120,3 +120,16 @@ def test_every_policy_returns_a_feasible_placement(policy):
         assert all(ctx.state.gpu_left[node, g] >= pod.d for g in gpus)
         ctx.state.place(node, gpus, pod.cpu, pod.mem, pod.k, pod.d)
         ctx.frag.update(node, ctx.state.cpu_left, ctx.state.gpu_left)
+
+
+def test_engine_adapter_scores_like_the_policy():
+    from scheduler.quality.fragaware import node_scores, workload_from_requests
+
+    w = workload_from_requests([1000, 1000, 2000], [1, 1, 0.3])
+    # node 0: two idle GPUs; node 1: one GPU with 300 free (a leftover only a 0.3 request fills)
+    score, device = node_scores(np.array([[1.0, 1.0], [0.3, 1.0]]), np.array([8000, 8000]), ["A", "A"],
+                                1000, 0.3, w)
+    assert score[1] > score[0] and device[1] == 0
+    assert 0 <= score.min() and score.max() <= 9
+    score, _ = node_scores(np.array([[1.0, 1.0], [0.3, 1.0]]), np.array([8000, 500]), ["A", "A"], 1000, 1, w)
+    assert score[1] == -1 and score[0] >= 0         # node 1 lacks CPU
