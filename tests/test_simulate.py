@@ -168,6 +168,27 @@ def test_min_runtime_expiry_wakes_the_simulator_while_jobs_are_pending():
     assert [c[0] for c in ff.calls] == [1000, 1300, 1310]
 
 
+def test_a_usage_reread_wakes_a_session_only_when_it_moves_fair_share():
+    """8 GPUs, quotas 0, k=1. a runs 4 GPUs; b waits for 16 (never fits). Usage is re-read every 60 s.
+    At 1000 usage is 0 for both: over-quota shares 8·1/2 = 4 each -> fair share a=4 (its whole request), b=4.
+    At 1060 the one sample (1020) has a at 4 of 8: usage a=0.5, b=0; sw_a = 0.5+(0.5-0.5) = 0.5,
+    sw_b = 0.5+0.5 = 1 -> shares 2.67 / 5.33 -> floor 2 / 5, the last GPU to a's larger remainder: a=3, b=5.
+    A session runs. Later reads keep a at 0.5, fair share stays 3/5, so no further session is needed."""
+    running = job("a-run", gpus=4, status="running", node="n1", last_start_time=1000)
+    waiting = job("b-wait", queue="b", gpus=16)
+    snap = cluster(jobs=[running, waiting], k_value=1.0,
+                   queues=[Queue("a", creation_time=1), Queue("b", creation_time=2)])
+    ff = FirstFit()
+    sim = Simulator(snap, period_s=10, session=ff,
+                    usage=UsageConfig(window_s=3600, resolution_s=60, fetch_interval_s=60)).run(600)
+    assert [c[0] for c in ff.calls] == [1000, 1060]
+    assert sim.snapshot.usage["a"]["gpu"] == pytest.approx(0.5)      # the skipped reads still updated it
+    every = FirstFit()
+    Simulator(snap, period_s=10, session=every, fast_forward=False,
+              usage=UsageConfig(window_s=3600, resolution_s=60, fetch_interval_s=60)).run(600)
+    assert len(every.calls) == 61
+
+
 def test_fast_forward_gives_the_same_history_as_running_every_cycle():
     def scenario():
         arrivals = [(15 * k, job(f"j{k}", queue="ab"[k % 2], gpus=1 + k % 3, duration=40 + 17 * k)) for k in range(12)]

@@ -20,9 +20,9 @@ Each executed cycle at time ``t`` does, in this order:
 **Fast-forward.** A cycle can be skipped when nothing can change: no task in flight (binding, pipelined,
 releasing), the last session decided nothing, no arrival or completion since, and no time-dependent rule has
 come due. The rules that depend on the clock alone are stale-gang grace periods, min-runtime protection
-(``last_start + preempt/reclaim min runtime``), preemption delay, and the usage re-read that may shift fair
-share (only with pending jobs and ``k_value > 0``). The next cycle that must run is the first cycle time at or
-after the earliest of those and the next event. Since a session is a function of the snapshot and the clock,
+(``last_start + preempt/reclaim min runtime``), preemption delay, and the usage re-read (only with pending jobs
+and ``k_value > 0``; it runs a session only if it changes some queue's fair share, KAI's only use of usage).
+The next cycle that must run is the first cycle time at or after the earliest of those and the next event. Since a session is a function of the snapshot and the clock,
 a skipped cycle would have decided nothing, so skipping is exact; ``fast_forward=False`` runs every cycle.
 """
 
@@ -166,7 +166,10 @@ class Simulator:
 
         self._cycle = 0                  # index of the next cycle on the grid start + n·period
         self._dirty = True               # the next cycle must run (first cycle, events, decisions in flight)
-        self._deadline = math.inf        # earliest clock-only rule coming due
+        self._deadline = math.inf        # next cycle a clock-only rule or a usage re-read is due
+        self._rule_deadline = math.inf   # next cycle a clock-only rule (not usage) is due
+        self._usage_matters = False      # jobs pending and k > 0: a usage re-read may move fair share
+        self._fair_share_seen: Optional[np.ndarray] = None   # fair share under the last session's usage
         self._allocated_before: dict[str, int] = {}
         self.cycles_run = 0
         self.arrived_total = 0
@@ -193,11 +196,13 @@ class Simulator:
         """Advance to the next cycle time and run the cycle (or skip the session if nothing can change)."""
         t = self.next_cycle_time()
         self._cycle += 1
-        quiet = (self.fast_forward and not self._dirty and self.events.next_time() > t
-                 and self._deadline > t + _EPS)
-        if quiet:   # no event, nothing in flight, no rule due: the state is as the last session left it
+        if self.fast_forward and not self._dirty and self.events.next_time() > t \
+                and self._rule_deadline > t + _EPS:
+            # No event, nothing in flight, no rule due: the state is as the last session left it, except
+            # perhaps the usage, which matters only if it moves fair share (KAI's only use of it).
             self._account_usage(t)
-            return Step(t, self.last_result, self.snapshot, False, 0, 0, 0)
+            if self._deadline > t + _EPS or not self._usage_moves_fair_share(t):
+                return Step(t, self.last_result, self.snapshot, False, 0, 0, 0)
         self.snapshot = _fresh(self.snapshot)     # what earlier steps returned is never modified
         arrived, completed = self._advance_to(t)
         in_flight = self._transitions()
@@ -343,6 +348,7 @@ class Simulator:
             if refreshed:
                 self._usage = usage
                 snap.usage = self.usage_tracker.as_dict(usage)
+        self._fair_share_seen = None
         before = self._allocated_before
 
         session = self._session or _default_session()
@@ -408,14 +414,14 @@ class Simulator:
                     pending_own[i] += 1
             has_pending = has_pending or pending > 0
             deadline = min(deadline, self._job_deadline(job, t, allocated > 0, pending > 0))
-        if has_pending and self.usage_tracker is not None and new.config.k_value > 0:
-            deadline = min(deadline, self.usage_tracker.next_fetch_time())
+        self._usage_matters = has_pending and self.usage_tracker is not None and new.config.k_value > 0
 
         self.snapshot = new
         self.last_result = result
         self.cycles_run += 1
         self._dirty = in_flight or bool(result.evicted)
-        self._deadline = self._first_cycle_due(deadline, t)
+        self._rule_deadline = self._first_cycle_due(deadline, t)
+        self._deadline = min(self._rule_deadline, self._next_usage_read(t))
         self._alloc, requested = self.index.demand(new)
         evicted = len(result.evicted)
         self.evicted_total += evicted
@@ -439,6 +445,36 @@ class Simulator:
             since = max(job.creation_time, job.last_eviction_time or -math.inf)
             d = min(d, _due(since + job.preemption_delay_s, t))
         return d
+
+    def _next_usage_read(self, t: float) -> float:
+        """The cycle at which a usage re-read could change a decision (inf when it cannot)."""
+        if not self._usage_matters:
+            return math.inf
+        return self._first_cycle_due(self.usage_tracker.next_fetch_time(), t)
+
+    def _usage_moves_fair_share(self, t: float) -> bool:
+        """Re-read usage at ``t``; True if it changes any queue's fair share (then a session must run).
+
+        Otherwise the new usage is stored in the snapshot and the next re-read becomes the wake-up time: the
+        session would have seen the same fair shares and the same snapshot, and decided nothing again.
+        """
+        from ..fairshare import compute_fair_share
+
+        before = self.snapshot.usage
+        usage, refreshed = self.usage_tracker.fetch(t)
+        if not refreshed:
+            return False
+        after = self.usage_tracker.as_dict(usage)
+        if self._fair_share_seen is None:
+            self._fair_share_seen = _fair_share_array(compute_fair_share(self.snapshot, usage=before))
+        now = _fair_share_array(compute_fair_share(self.snapshot, usage=after))
+        self.snapshot = _fresh(self.snapshot)
+        self.snapshot.usage = after
+        self._usage = usage
+        if np.array_equal(now, self._fair_share_seen):
+            self._deadline = min(self._rule_deadline, self._next_usage_read(t))
+            return False
+        return True
 
     def _first_cycle_due(self, deadline: float, t: float) -> float:
         """The first cycle time strictly after ``t`` that is at or after ``deadline``.
@@ -505,3 +541,8 @@ def _fresh(snapshot: Snapshot) -> Snapshot:
     out = copy.copy(snapshot)
     out.jobs = list(snapshot.jobs)
     return out
+
+
+def _fair_share_array(shares) -> np.ndarray:
+    """``queues × resources`` fair shares from :func:`scheduler.fairshare.compute_fair_share` (sorted queues)."""
+    return np.array([[per[r].fair_share for r in sorted(per)] for _, per in sorted(shares.items())])
