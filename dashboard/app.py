@@ -141,7 +141,10 @@ def build_app(loop: Optional[LiveLoop] = None, selection: Optional[Selection] = 
         query = dict(pn.state.location.query_params or {})
         selection.update_from_query({k: str(v) for k, v in query.items()})
         pn.state.location.sync(selection, {p: p for p in Selection.URL_PARAMS})
-    dash = Dashboard(loop.state, loop, selection)
+    from dashboard.auth import session_state
+
+    state, may_change_source = session_state(loop.state)   # per-user queue scope when an access map is set
+    dash = Dashboard(state, loop if may_change_source else None, selection)
     dash.start()
     return dash.template()
 

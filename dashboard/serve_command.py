@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="extra hosts browsers may connect from (behind a proxy or ingress)")
     parser.add_argument("--show", action="store_true", help="open a browser tab")
     add_source_arguments(parser)
+    from .auth import add_auth_arguments   # --basic-auth, --oauth-*, --cookie-secret, --access-map
+
+    add_auth_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     from .loop import get_loop
     from .server import extra_patterns
 
+    from .auth import access_map_from, configure_access, serve_kwargs
+
+    auth = serve_kwargs(args)                  # Panel's basic auth / OAuth options (dashboard/auth.py)
+    configure_access(access_map_from(args))    # optional per-user queue scopes
     configure_panel()
     loop = get_loop(options)
     origins = list(args.allow_websocket_origin or [])
@@ -45,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         origins.append(f"{args.address}:{args.port}")
     server = pn.serve({"/": lambda: build_app(loop)}, port=args.port, address=args.address, show=args.show,
                       title="kaidash", websocket_origin=origins or None, extra_patterns=extra_patterns(loop),
-                      start=False, threaded=False)
+                      start=False, threaded=False, **auth)
     port = server.port
     print(f"kaidash: serving {options.label()} on http://{args.address}:{port}/ "
           f"(metrics at /metrics, health at /healthz)", flush=True)
