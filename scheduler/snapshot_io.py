@@ -433,7 +433,9 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
 
 # ---------------------------------------------------------------------------------------------- cross checks
 
-def _cross_check(snap: Snapshot, errs: _Collector) -> None:
+def _cross_check(snap: Snapshot, errs: _Collector, placement: bool = True) -> None:
+    """Checks across objects: duplicate names, references (parent and job queues, task nodes), leaf queues,
+    cycles, and with ``placement`` the task-on-node checks that read node fields (GPUs, index range, memory)."""
     nodes = {}
     for n in snap.nodes:
         if n.name in nodes:
@@ -481,7 +483,7 @@ def _cross_check(snap: Snapshot, errs: _Collector) -> None:
             if t.node is not None and t.node not in nodes:
                 errs.add(f"{tp}.node", f"task on unknown node {t.node!r}")
                 continue
-            if t.node is None:
+            if t.node is None or not placement:
                 continue
             node = nodes[t.node]
             if t.is_gpu and node.gpus == 0:
@@ -537,8 +539,211 @@ def snapshot_from_dict(doc: Any) -> Snapshot:
 
 
 def validate(snapshot: Snapshot) -> None:
-    """Re-validate an in-memory snapshot (e.g. one built by a source or edited by what-if)."""
+    """Re-validate an in-memory snapshot (e.g. one built by a source or edited by what-if).
+
+    Raises :class:`SnapshotError` with exactly the problems (same paths, messages and order) that saving and
+    re-loading the snapshot would report (:func:`validate_roundtrip`), without the round trip: see
+    :func:`snapshot_problems`.
+    """
+    problems = snapshot_problems(snapshot)
+    if problems:
+        raise SnapshotError(problems)
+
+
+def validate_roundtrip(snapshot: Snapshot) -> None:
+    """Validate by a full ``snapshot_to_dict`` → ``snapshot_from_dict`` round trip (the reference for
+    :func:`validate`; about ten times slower on a large cluster)."""
     snapshot_from_dict(snapshot_to_dict(snapshot))
+
+
+def snapshot_problems(snapshot: Snapshot) -> list[tuple[str, str]]:
+    """Every ``(path, message)`` problem of an in-memory snapshot, as the round trip would report them.
+
+    Each object is checked directly; only an object that fails the direct check (any field of the wrong type
+    or out of range) is converted to its document form and parsed, which yields the round trip's exact
+    messages and the value the cross-object checks then see. The cross-object checks run on the objects as the
+    loader would have built them.
+    """
+    errs = _Collector()
+    _number(_clean(snapshot.time), "time", errs, "seconds", allow_negative=True)
+    _parse_config(_config_dict(snapshot.config), errs)
+    nodes = [c for i, n in enumerate(snapshot.nodes) if (c := node_checked(n, i, errs)) is not None]
+    queues = [c for i, q in enumerate(snapshot.queues) if (c := queue_checked(q, i, errs)) is not None]
+    jobs = [c for i, j in enumerate(snapshot.jobs) if (c := job_checked(j, i, errs)) is not None]
+    usage = _parse_usage(_usage_dict(snapshot.usage), errs) if snapshot.usage else {}
+    _cross_check(Snapshot(nodes=nodes, queues=queues, jobs=jobs, usage=usage), errs)
+    return errs.problems
+
+
+def cross_check_problems(snapshot: Snapshot, placement: bool = True) -> list[tuple[str, str]]:
+    """Only the cross-object problems of a snapshot whose objects are each valid (see :func:`node_checked`):
+    duplicate names, references, leaf queues, cycles; ``placement=False`` skips the task-on-node field checks
+    (a caller that checked each job against its nodes already, e.g. the kube source)."""
+    errs = _Collector()
+    _cross_check(snapshot, errs, placement)
+    return errs.problems
+
+
+# ---------------------------------------------------------------------------------------------- direct checks
+# Predicates that say "the round trip would find nothing wrong with this object and would load it back with
+# the same values the cross checks read". They are deliberately strict (exact types): anything unusual takes
+# the exact path (document form + parser) instead, so the messages are always the parser's own.
+
+_BIG = float(2**1023)  # _number turns larger integers into inf
+
+
+def _nonneg(v: Any) -> bool:
+    t = type(v)
+    return (t is float or t is int) and 0 <= v < _BIG
+
+
+def _finite(v: Any) -> bool:
+    t = type(v)
+    return (t is float or t is int) and -_BIG < v < _BIG
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and 0 <= v < _BIG
+
+
+def _whole(v: Any) -> bool:
+    return type(v) is int and -_BIG < v < _BIG
+
+
+def _quota(v: Any) -> bool:
+    return _nonneg(v) or ((type(v) is float or type(v) is int) and v == -1)
+
+
+def _name(v: Any) -> bool:
+    return type(v) is str and v != ""
+
+
+def _opt_name(v: Any) -> bool:
+    """None, or a non-empty string (an empty one is dropped by the round trip, so it takes the exact path)."""
+    return v is None or (type(v) is str and v != "")
+
+
+_STATUSES = frozenset(TASK_STATUSES)
+_PLACED = frozenset({"running", "binding", "releasing", "pipelined"})
+
+
+def _node_ok(n: Node) -> bool:
+    if not (_name(n.name) and _count(n.gpus) and _count(n.pods) and _nonneg(n.cpu_millis)
+            and _nonneg(n.memory_bytes)):
+        return False
+    if (n.gpus or n.gpu_memory_mib) and not _nonneg(n.gpu_memory_mib):
+        return False
+    if n.gpu_model and type(n.gpu_model) is not str:
+        return False
+    if type(n.external) is not ExternalUsage:
+        return False
+    labels = n.labels
+    if labels and not (type(labels) is dict
+                       and all(type(k) is str and type(v) is str for k, v in labels.items())):
+        return False
+    ext = n.external
+    if (ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods) and not (
+            _nonneg(ext.gpus) and _nonneg(ext.cpu_millis) and _nonneg(ext.memory_bytes) and _count(ext.pods)):
+        return False
+    return True
+
+
+def _queue_ok(q: Queue) -> bool:
+    if not (_name(q.name) and _opt_name(q.parent) and _whole(q.priority) and _finite(q.creation_time)):
+        return False
+    if q.display_name and type(q.display_name) is not str:
+        return False
+    for r in (q.gpu, q.cpu, q.memory):
+        if type(r) is not QueueResource or not (_quota(r.quota) and _quota(r.limit) and _nonneg(r.over_quota_weight)):
+            return False
+    return ((q.preempt_min_runtime_s is None or _nonneg(q.preempt_min_runtime_s))
+            and (q.reclaim_min_runtime_s is None or _nonneg(q.reclaim_min_runtime_s)))
+
+
+def _task_ok(t: Task, subgroups: set) -> bool:
+    gpu, mem = t.gpu, t.gpu_memory_mib
+    if not (_name(t.name) and _nonneg(gpu) and _nonneg(t.cpu_millis) and _nonneg(t.memory_bytes)):
+        return False
+    dev = t.gpu_devices
+    if dev != 1 and not (_count(dev) and dev >= 1):
+        return False
+    if mem is not None:
+        if not _nonneg(mem):
+            return False
+    elif gpu > 1 and gpu != int(gpu) or gpu >= 1 and dev != 1:
+        return False
+    status, node = t.status, t.node
+    if type(status) is not str or status not in _STATUSES or not _opt_name(node):
+        return False
+    if node is None and status in _PLACED:
+        return False
+    groups, indices = t.gpu_groups, t.gpu_indices
+    if type(groups) is not list or type(indices) is not list:
+        return False
+    if not all(_name(g) for g in groups) or not all(_count(i) for i in indices):
+        return False
+    if not _opt_name(t.subgroup) or (t.subgroup is not None and t.subgroup not in subgroups):
+        return False
+    if t.creation_time is not None and not _finite(t.creation_time):
+        return False
+    u = t.usage
+    return u is None or (type(u) is TaskUsage and _nonneg(u.gpu_memory_mib) and _nonneg(u.gpu_util)
+                         and u.gpu_util <= 1)
+
+
+def _job_ok(j: Job) -> bool:
+    if not (_name(j.name) and _opt_name(j.namespace) and _name(j.queue) and _whole(j.priority)
+            and _count(j.min_available) and _finite(j.creation_time)):
+        return False
+    if j.preemptible is not None and type(j.preemptible) is not bool:
+        return False
+    for key in ("last_start_time", "stale_since", "last_eviction_time", "stale_grace_period_s"):
+        value = getattr(j, key)
+        if value is not None and not _finite(value):
+            return False
+    for key in ("preemption_delay_s", "duration_s"):
+        value = getattr(j, key)
+        if value is not None and not _nonneg(value):
+            return False
+    if type(j.subgroups) is not list or type(j.tasks) is not list:
+        return False
+    if not all(type(sg) is SubGroup and _name(sg.name) and _count(sg.min_available) for sg in j.subgroups):
+        return False
+    tasks = j.tasks
+    if not tasks or j.min_available > len(tasks):
+        return False
+    names = {sg.name for sg in j.subgroups}
+    return all(type(t) is Task and _task_ok(t, names) for t in tasks)
+
+
+def node_checked(node: Node, index: int, errs: _Collector) -> Optional[Node]:
+    """``node`` if it is valid on its own; else its problems go to ``errs`` and the node as the loader would
+    build it (None if it would be dropped) is returned. ``index`` is its position (paths of unnamed nodes)."""
+    if type(node) is Node and _node_ok(node):
+        return node
+    return _parse_node(_node_dict(node), index, errs)
+
+
+def queue_checked(queue: Queue, index: int, errs: _Collector) -> Optional[Queue]:
+    """Like :func:`node_checked`, for a queue."""
+    if type(queue) is Queue and _queue_ok(queue):
+        return queue
+    return _parse_queue(_queue_dict(queue), index, errs)
+
+
+def job_checked(job: Job, index: int, errs: _Collector) -> Optional[Job]:
+    """Like :func:`node_checked`, for a job and its tasks."""
+    if type(job) is Job and _job_ok(job):
+        return job
+    return _parse_job(_job_dict(job), index, errs)
+
+
+def object_problems(obj: Any, index: int = 0) -> list[tuple[str, str]]:
+    """Problems of one :class:`Node`, :class:`Queue` or :class:`Job` on its own (no cross-object checks)."""
+    errs = _Collector()
+    check = {Node: node_checked, Queue: queue_checked, Job: job_checked}[type(obj)]
+    check(obj, index, errs)
+    return errs.problems
 
 
 def _clean(value: Any) -> Any:
@@ -553,7 +758,19 @@ def _queue_resource_dict(r: QueueResource) -> dict:
 
 def snapshot_to_dict(snap: Snapshot) -> dict:
     """The snapshot as a plain document (format v1), omitting fields at their defaults where readable."""
-    cfg = snap.config
+    config = _config_dict(snap.config)
+    out: dict[str, Any] = {"version": 1, "time": _clean(snap.time)}
+    if config:
+        out["config"] = config
+    out["nodes"] = [_node_dict(n) for n in snap.nodes]
+    out["queues"] = [_queue_dict(q) for q in snap.queues]
+    out["jobs"] = [_job_dict(j) for j in snap.jobs]
+    if snap.usage:
+        out["usage"] = _usage_dict(snap.usage)
+    return out
+
+
+def _config_dict(cfg: SchedulerConfig) -> dict:
     defaults = SchedulerConfig()
     config = {}
     for f in fields(SchedulerConfig):
@@ -565,45 +782,45 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
             default = getattr(defaults, f.name)
         if value != default:
             config[f.name] = _clean(value) if not isinstance(value, list) else list(value)
-    out: dict[str, Any] = {"version": 1, "time": _clean(snap.time)}
-    if config:
-        out["config"] = config
-    out["nodes"] = []
-    for n in snap.nodes:
-        d: dict[str, Any] = {"name": n.name, "gpus": n.gpus}
-        if n.gpus or n.gpu_memory_mib:
-            d["gpu_memory_mib"] = _clean(n.gpu_memory_mib)
-        if n.gpu_model:
-            d["gpu_model"] = n.gpu_model
-        d.update(cpu_millis=_clean(n.cpu_millis), memory_bytes=_clean(n.memory_bytes), pods=n.pods)
-        if n.labels:
-            d["labels"] = dict(n.labels)
-        if not n.ready:
-            d["ready"] = False
-        ext = n.external
-        if ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods:
-            d["external"] = {"gpus": _clean(ext.gpus), "cpu_millis": _clean(ext.cpu_millis),
-                             "memory_bytes": _clean(ext.memory_bytes), "pods": ext.pods}
-        out["nodes"].append(d)
-    out["queues"] = []
-    for q in snap.queues:
-        d = {"name": q.name}
-        if q.display_name:
-            d["display_name"] = q.display_name
-        if q.parent:
-            d["parent"] = q.parent
-        d.update(priority=q.priority, creation_time=_clean(q.creation_time))
-        for r in RESOURCES:
-            d[r] = _queue_resource_dict(q.resource(r))
-        if q.preempt_min_runtime_s is not None:
-            d["preempt_min_runtime_s"] = _clean(q.preempt_min_runtime_s)
-        if q.reclaim_min_runtime_s is not None:
-            d["reclaim_min_runtime_s"] = _clean(q.reclaim_min_runtime_s)
-        out["queues"].append(d)
-    out["jobs"] = [_job_dict(j) for j in snap.jobs]
-    if snap.usage:
-        out["usage"] = {q: {r: _clean(v) for r, v in res.items()} for q, res in snap.usage.items()}
-    return out
+    return config
+
+
+def _node_dict(n: Node) -> dict:
+    d: dict[str, Any] = {"name": n.name, "gpus": n.gpus}
+    if n.gpus or n.gpu_memory_mib:
+        d["gpu_memory_mib"] = _clean(n.gpu_memory_mib)
+    if n.gpu_model:
+        d["gpu_model"] = n.gpu_model
+    d.update(cpu_millis=_clean(n.cpu_millis), memory_bytes=_clean(n.memory_bytes), pods=n.pods)
+    if n.labels:
+        d["labels"] = dict(n.labels)
+    if not n.ready:
+        d["ready"] = False
+    ext = n.external
+    if ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods:
+        d["external"] = {"gpus": _clean(ext.gpus), "cpu_millis": _clean(ext.cpu_millis),
+                         "memory_bytes": _clean(ext.memory_bytes), "pods": ext.pods}
+    return d
+
+
+def _queue_dict(q: Queue) -> dict:
+    d: dict[str, Any] = {"name": q.name}
+    if q.display_name:
+        d["display_name"] = q.display_name
+    if q.parent:
+        d["parent"] = q.parent
+    d.update(priority=q.priority, creation_time=_clean(q.creation_time))
+    for r in RESOURCES:
+        d[r] = _queue_resource_dict(q.resource(r))
+    if q.preempt_min_runtime_s is not None:
+        d["preempt_min_runtime_s"] = _clean(q.preempt_min_runtime_s)
+    if q.reclaim_min_runtime_s is not None:
+        d["reclaim_min_runtime_s"] = _clean(q.reclaim_min_runtime_s)
+    return d
+
+
+def _usage_dict(usage: dict) -> dict:
+    return {q: {r: _clean(v) for r, v in res.items()} for q, res in usage.items()}
 
 
 def _job_dict(j: Job) -> dict:
