@@ -27,11 +27,11 @@ OUT = ROOT / "docs" / "screenshots"
 CHROMIUM = os.environ.get("KAIDASH_CHROMIUM", "/usr/bin/chromium")
 
 FIGURES = {
-    # notebook: (marker in the source of the cell whose value is the figure, viewport width)
-    "fair-share": ("hv.Layout(level_plots)", 1300),
-    "capacity-planning": ('hv.Layout([lines("mean pending jobs"', 1150),
-    "fragmentation": ('hv.Layout([curve_plot("frag_pct"', 1300),
-    "live-cluster": ("GpusView(state)", 1300),
+    # notebook: (marker in the source of the cell whose value is the figure, viewport width, height to keep)
+    "fair-share": ("hv.Layout(level_plots)", 1300, None),
+    "capacity-planning": ('hv.Layout([lines("mean pending jobs"', 1450, 330),
+    "fragmentation": ('hv.Layout([curve_plot("frag_pct"', 1350, 440),
+    "live-cluster": ("GpusView(state)", 1300, 480),   # the GPU grid, above the node's slice table
 }
 
 SAVE = """
@@ -63,7 +63,7 @@ def figure_html(name: str, marker: str, html: Path) -> None:
         client.execute_cell(save, len(nb.cells) - 1)
 
 
-def screenshot(html: Path, png: Path, width: int) -> None:
+def screenshot(html: Path, png: Path, width: int, height: int | None) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -73,7 +73,10 @@ def screenshot(html: Path, png: Path, width: int) -> None:
         page.goto(html.as_uri())
         page.wait_for_selector("canvas", timeout=60_000)
         page.wait_for_timeout(2500)   # Bokeh lays out and paints after the canvas appears
-        page.screenshot(path=str(png), full_page=True)
+        if height:
+            page.screenshot(path=str(png), clip={"x": 0, "y": 0, "width": width, "height": height})
+        else:
+            page.screenshot(path=str(png), full_page=True)
         browser.close()
 
 
@@ -81,11 +84,11 @@ def main(names: list[str]) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in names or list(FIGURES):
-            marker, width = FIGURES[name]
+            marker, width, height = FIGURES[name]
             html = Path(tmp) / f"{name}.html"
             figure_html(name, marker, html)
             png = OUT / f"notebook-{name}.png"
-            screenshot(html, png, width)
+            screenshot(html, png, width, height)
             print(f"wrote {png.relative_to(ROOT)}")
     return 0
 
