@@ -8,7 +8,8 @@ session, why-pending explanations, simulated DCGM frame, history record, kaidash
 refill when the scenario runs out.
 
 Every simulated hour it samples RSS (``/proc/self/statm``), tracemalloc's current traced size, and the sizes
-of every structure the loop keeps (history, per-tick frame cache, simulator records, live jobs, queued
+of every structure the loop keeps (and ``sys.getallocatedblocks()``, a free proxy for the Python heap when
+tracemalloc is off) (history, per-tick frame cache, simulator records, live jobs, queued
 events). It prints a table, writes JSON (``--json``) and a PNG of the curve (``--png``, when matplotlib is
 installed), and reports the growth from hour 2 to the last hour.
 
@@ -103,6 +104,7 @@ def soak(hours: float, nodes: int, seed: int, sim_step: float, period: float, ac
             gc.collect()
             row = {"hour": tick_no * sim_step / 3600, "ticks": tick_no, "rss_mib": rss_mib(),
                    "traced_mib": tracemalloc.get_traced_memory()[0] / MIB if trace else float("nan"),
+                   "py_blocks_k": sys.getallocatedblocks() / 1000,
                    "tick_ms_mean": sum(window) / len(window) if window else float("nan"),
                    "tick_ms_max": max(window) if window else float("nan"), "failures": failures,
                    "wall_s": time.perf_counter() - started, **structure_sizes(loop)}
@@ -130,7 +132,7 @@ def soak(hours: float, nodes: int, seed: int, sim_step: float, period: float, ac
             tracemalloc.stop()
 
 
-COLUMNS = [("hour", "{:>5.1f}"), ("ticks", "{:>6d}"), ("rss_mib", "{:>8.1f}"), ("traced_mib", "{:>8.1f}"),
+COLUMNS = [("hour", "{:>5.1f}"), ("ticks", "{:>6d}"), ("rss_mib", "{:>8.1f}"), ("traced_mib", "{:>8.1f}"), ("py_blocks_k", "{:>8.0f}"),
            ("tick_ms_mean", "{:>8.0f}"), ("history_fine", "{:>6d}"), ("history_coarse", "{:>6d}"),
            ("frame_cache", "{:>5d}"), ("live_jobs", "{:>5d}"), ("events_queued", "{:>6d}"),
            ("recorder_ticks", "{:>6d}"), ("failures", "{:>4d}"), ("wall_s", "{:>7.0f}")]
