@@ -4,8 +4,9 @@
     python -m bench.metrics_frame --nodes 500 --repeat 5
 
 The cluster: every node's GPUs 0-5 held whole by 1-GPU pods, GPU 6 shared by three fractional pods
-(0.5 + 0.25 + 0.25), GPU 7 free; every pod has usage. Stages: ``simulate`` (values per GPU), ``render``
-(exposition text), ``samples`` (a Prometheus instant-vector built from the text -> samples, what the reader
+(0.5 + 0.25 + 0.25), GPU 7 free; every pod has usage. Stages: ``update`` (``ExporterState.update``, the
+exporter's whole tick: values and exposition text; wall and process CPU time), ``simulate`` (``simulate_gpus``: a SimGpu per GPU),
+``render`` (exposition text from those), ``samples`` (a Prometheus instant-vector built from the text -> samples, what the reader
 does with a query result), ``frame`` (build_gpu_frame). Medians over ``--repeat`` runs.
 """
 
@@ -19,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.metrics import variants as V
 from scheduler.metrics.dcgm import build_gpu_frame, samples_from_vector
-from scheduler.metrics.exporter import render_exposition, simulate_gpus
+from scheduler.metrics.exporter import ExporterState, render_exposition, simulate_gpus
 from scheduler.model import Job, Node, Queue, QueueResource, Snapshot, Task, TaskUsage
 
 
@@ -41,8 +42,14 @@ def run(nodes: int, repeat: int) -> None:
     snap = cluster(nodes)
     variant = V.EXPORTER_VARIANTS["classic"]
     detected = V.variant_for_exporter(variant)
-    timings: dict[str, list[float]] = {"simulate": [], "render": [], "samples": [], "frame": []}
+    timings: dict[str, list[float]] = {"update": [], "update cpu": [], "simulate": [], "render": [], "samples": [],
+                                       "frame": []}
+    state = ExporterState(variant="classic")
     for _ in range(repeat):
+        tu, cu = time.perf_counter(), time.process_time()
+        state.update(snap)
+        timings["update"].append(time.perf_counter() - tu)
+        timings["update cpu"].append(time.process_time() - cu)
         t0 = time.perf_counter()
         gpus = simulate_gpus(snap)
         t1 = time.perf_counter()
@@ -55,7 +62,7 @@ def run(nodes: int, repeat: int) -> None:
         t4 = time.perf_counter()
         frame = build_gpu_frame(snap, samples)
         t5 = time.perf_counter()
-        for key, dt in zip(timings, (t1 - t0, t2 - t1, t4 - t3, t5 - t4)):
+        for key, dt in zip(("simulate", "render", "samples", "frame"), (t1 - t0, t2 - t1, t4 - t3, t5 - t4)):
             timings[key].append(dt)
     print(f"{nodes} nodes x 8 GPUs, {len(samples)} series, {len(frame)} frame rows, "
           f"{len(text) / 1e6:.1f} MB exposition (parse into a vector not timed)")

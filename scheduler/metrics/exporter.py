@@ -25,18 +25,23 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
+
+import numpy as np
 
 from ..model import Snapshot
 from . import variants as V
 from .allocation import (
+    HOLDING_STATUSES,
     RESERVATION_CONTAINER,
     RESERVATION_NAMESPACE,
     gpu_uuid,
+    group_indices_from_tasks,
     pod_uid,
     reservation_pod_name,
-    slices,
+    task_pod,
 )
 
 RESERVED_MIB = 512.0
@@ -86,48 +91,167 @@ def _power_range(model: Optional[str]) -> tuple[float, float]:
     return DEFAULT_POWER_RANGE_W
 
 
+# Identity strings are pure functions of names: cached across ticks (bounded, pods come and go).
+_gpu_uuid = lru_cache(maxsize=1 << 17)(gpu_uuid)
+_pod_uid = lru_cache(maxsize=1 << 18)(pod_uid)
+_reservation_pod_name = lru_cache(maxsize=1 << 16)(reservation_pod_name)
+
+
+@lru_cache(maxsize=256)
+def _pci_bus_id(index: int) -> str:
+    return f"00000000:{(0x18 + 0x20 * index) % 256:02X}:00.0"
+
+
+@dataclass
+class _Holder:
+    """One task on one GPU device (a row of :func:`~.allocation.slices`, the columns the exporter reads)."""
+
+    task: str
+    namespace: str
+    pod: str
+    fractional: bool
+    group: Optional[str]
+    fb_used_mib: float
+    util: float
+
+
+class SimFrame:
+    """Every simulated GPU as columns: what :func:`simulate_gpus` computes, before any per-GPU object exists.
+
+    ``fb_sum`` / ``util_sum`` add the holders' usage per GPU (in holder order, as a sum over the holders
+    would); the canonical fields are derived from them with numpy. GPUs with an override keep a Python values
+    dict (:attr:`overridden`) with the exact values (and types) the per-GPU rules give, overrides applied.
+    """
+
+    def __init__(self, snapshot: Snapshot, overrides: Optional[dict[GpuKey, dict[str, float]]] = None):
+        overrides = overrides or {}
+        nodes = snapshot.nodes
+        self.node = [n.name for n in nodes for _ in range(n.gpus)]
+        self.index = [i for n in nodes for i in range(n.gpus)]
+        first = np.cumsum([0] + [n.gpus for n in nodes]).tolist()
+        n_gpus = first[-1]
+        self.n = n_gpus
+        self.model_name = []
+        total = np.zeros(n_gpus)
+        idle_w = np.zeros(n_gpus)
+        max_w = np.zeros(n_gpus)
+        rows_of: dict[str, list[int]] = {}
+        for k, node in enumerate(nodes):
+            a, b = first[k], first[k + 1]
+            model = f"NVIDIA {node.gpu_model}" if node.gpu_model else "NVIDIA GPU"
+            self.model_name.extend([model] * (b - a))
+            total[a:b] = float(node.gpu_memory_mib)
+            idle_w[a:b], max_w[a:b] = _power_range(node.gpu_model)
+            rows_of.setdefault(node.name, []).append(a)  # a repeated name sees the same holders, as before
+        self.holders: list[list[_Holder]] = [[] for _ in range(n_gpus)]
+        gpu_of_holder: list[int] = []
+        for node_name, index, holder in _holders(snapshot):
+            for a in rows_of.get(node_name, ()):
+                row = a + index
+                if 0 <= index and row < n_gpus and self.node[row] == node_name and self.index[row] == index:
+                    self.holders[row].append(holder)
+                    gpu_of_holder.append(row)
+        holder_list = [h for hs in self.holders for h in hs]
+        order = np.argsort(np.array(gpu_of_holder, dtype=np.int64), kind="stable")
+        fb = np.array([h.fb_used_mib for h in holder_list], dtype=float)
+        ut = np.array([h.util for h in holder_list], dtype=float)
+        rows = np.array(gpu_of_holder, dtype=np.int64)[order]
+        self.fb_sum = np.bincount(rows, weights=fb, minlength=n_gpus) if n_gpus else np.zeros(0)
+        self.util_sum = np.bincount(rows, weights=ut, minlength=n_gpus) if n_gpus else np.zeros(0)
+        self.total = total
+        self.reserved = np.minimum(total, RESERVED_MIB)
+        used = np.minimum(np.maximum(total - self.reserved, 0.0), self.fb_sum)
+        util = np.minimum(1.0, self.util_sum)
+        self.columns: dict[str, np.ndarray] = {
+            V.FB_USED: used, V.FB_RESERVED: self.reserved, V.FB_FREE: total - used - self.reserved,
+            V.FB_TOTAL: total, V.GPU_UTIL: util, V.GR_ENGINE_ACTIVE: util, V.DRAM_ACTIVE: util / 2,
+            V.POWER: idle_w + util * (max_w - idle_w), V.TEMP: 30 + 40 * util, V.XID: np.zeros(n_gpus)}
+        self.idle_w, self.max_w = idle_w, max_w
+        self.overridden: dict[int, dict[str, float]] = {}
+        if overrides:
+            for row in range(n_gpus):
+                extra = overrides.get((self.node[row], self.index[row]))
+                if extra is not None:
+                    values = self.values(row)
+                    values.update(extra)
+                    self.overridden[row] = values
+
+    def values(self, row: int) -> dict[str, float]:
+        """The per-GPU values dict, exactly as the per-GPU rules build it (a GPU without holders has the
+        integer zeros a sum over no holders gives)."""
+        if row in self.overridden:
+            return dict(self.overridden[row])
+        has = bool(self.holders[row])
+        total, reserved = float(self.total[row]), float(self.reserved[row])
+        fb_sum = float(self.fb_sum[row]) if has else 0
+        util_sum = float(self.util_sum[row]) if has else 0
+        used = min(max(total - reserved, 0.0), fb_sum)
+        util = min(1.0, util_sum)
+        idle_w, max_w = float(self.idle_w[row]), float(self.max_w[row])
+        return {V.FB_USED: used, V.FB_RESERVED: reserved, V.FB_FREE: total - used - reserved, V.FB_TOTAL: total,
+                V.GPU_UTIL: util, V.GR_ENGINE_ACTIVE: util, V.DRAM_ACTIVE: util / 2,
+                V.POWER: idle_w + util * (max_w - idle_w), V.TEMP: 30 + 40 * util, V.XID: 0.0}
+
+    def uuid(self, row: int) -> str:
+        return _gpu_uuid(self.node[row], self.index[row])
+
+    def sharers(self, row: int) -> list[SimPod]:
+        return [SimPod(namespace=h.namespace, pod=h.pod, container=WORKLOAD_CONTAINER,
+                       uid=_pod_uid(h.namespace, h.pod), vgpu=str(k) if h.fractional else None,
+                       fb_used_mib=h.fb_used_mib, util=h.util)
+                for k, h in enumerate(self.holders[row])]
+
+    def credited(self, row: int, sharers: Optional[list[SimPod]] = None) -> Optional[SimPod]:
+        """dcgm-exporter's pod for the GPU: KAI's reservation pod when shared, the holder when whole."""
+        holders = self.holders[row]
+        if any(h.fractional for h in holders):
+            group = next((h.group for h in holders if h.group), None) or self.uuid(row)
+            return SimPod(RESERVATION_NAMESPACE, _reservation_pod_name(self.node[row], group),
+                          RESERVATION_CONTAINER)
+        if holders:
+            return (sharers or self.sharers(row))[0]
+        return None
+
+    def gpus(self) -> list[SimGpu]:
+        """One :class:`SimGpu` per GPU."""
+        out = []
+        for row in range(self.n):
+            sharers = self.sharers(row)
+            out.append(SimGpu(node=self.node[row], index=self.index[row], uuid=self.uuid(row),
+                              model_name=self.model_name[row], pci_bus_id=_pci_bus_id(self.index[row]),
+                              values=self.values(row), credited=self.credited(row, sharers), sharers=sharers))
+        return out
+
+
+def _holders(snapshot: Snapshot):
+    """``(node, gpu_index, _Holder)`` for every task on every GPU device it holds, in task order: the rows of
+    :func:`~.allocation.slices` (same statuses, device count, index resolution through GPU groups, -1 when
+    unknown), without building a DataFrame."""
+    known = group_indices_from_tasks(snapshot)
+    usage = {t.name: t.usage for _, t in snapshot.iter_tasks()}
+    for job, task in snapshot.iter_tasks():
+        if task.status not in HOLDING_STATUSES or not task.is_gpu or not task.node:
+            continue
+        namespace, pod = task_pod(job, task)
+        fractional = task.is_fractional
+        devices = int(task.gpu) if not fractional else max(task.gpu_devices, 1)
+        u = usage.get(task.name)
+        fb, util = (float(u.gpu_memory_mib), float(u.gpu_util)) if u else (0.0, 0.0)
+        groups, indices = task.gpu_groups, task.gpu_indices
+        for d in range(devices):
+            group = groups[d] if d < len(groups) else None
+            if d < len(indices):
+                index = indices[d]
+            elif group is not None and (task.node, group) in known:
+                index = known[(task.node, group)]
+            else:
+                index = -1
+            yield task.node, index, _Holder(task.name, namespace, pod, fractional, group, fb, util)
+
+
 def simulate_gpus(snapshot: Snapshot, overrides: Optional[dict[GpuKey, dict[str, float]]] = None) -> list[SimGpu]:
     """The simulated exporter's view of every GPU in ``snapshot`` (see the module docstring for the rules)."""
-    overrides = overrides or {}
-    usage = {t.name: t.usage for _, t in snapshot.iter_tasks()}
-    holders: dict[GpuKey, list] = {}
-    for row in slices(snapshot).itertuples(index=False):
-        holders.setdefault((row.node, row.gpu_index), []).append(row)
-    out = []
-    for node in snapshot.nodes:
-        idle_w, max_w = _power_range(node.gpu_model)
-        total = float(node.gpu_memory_mib)
-        reserved = min(total, RESERVED_MIB)
-        for index in range(node.gpus):
-            rows = holders.get((node.name, index), [])
-            pods = []
-            for k, row in enumerate(rows):
-                u = usage.get(row.task)
-                pods.append(SimPod(namespace=row.namespace, pod=row.pod, container=WORKLOAD_CONTAINER,
-                                   uid=pod_uid(row.namespace, row.pod),
-                                   vgpu=str(k) if row.fractional else None,
-                                   fb_used_mib=float(u.gpu_memory_mib) if u else 0.0,
-                                   util=float(u.gpu_util) if u else 0.0))
-            used = min(max(total - reserved, 0.0), sum(p.fb_used_mib for p in pods))
-            util = min(1.0, sum(p.util for p in pods))
-            values = {
-                V.FB_USED: used, V.FB_RESERVED: reserved, V.FB_FREE: total - used - reserved, V.FB_TOTAL: total,
-                V.GPU_UTIL: util, V.GR_ENGINE_ACTIVE: util, V.DRAM_ACTIVE: util / 2,
-                V.POWER: idle_w + util * (max_w - idle_w), V.TEMP: 30 + 40 * util, V.XID: 0.0,
-            }
-            values.update(overrides.get((node.name, index), {}))
-            credited = None
-            if any(r.fractional for r in rows):
-                group = next((r.gpu_group for r in rows if r.gpu_group), None) or gpu_uuid(node.name, index)
-                credited = SimPod(RESERVATION_NAMESPACE, reservation_pod_name(node.name, group),
-                                  RESERVATION_CONTAINER)
-            elif pods:
-                credited = pods[0]
-            out.append(SimGpu(node=node.name, index=index, uuid=gpu_uuid(node.name, index),
-                              model_name=f"NVIDIA {node.gpu_model}" if node.gpu_model else "NVIDIA GPU",
-                              pci_bus_id=f"00000000:{(0x18 + 0x20 * index) % 256:02X}:00.0",
-                              values=values, credited=credited, sharers=pods))
-    return out
+    return SimFrame(snapshot, overrides).gpus()
 
 
 # ------------------------------------------------------------------------------------------ exposition
@@ -143,6 +267,19 @@ def _format_value(canonical: float, spec: V.MetricSpec) -> str:
     return f"{int(round(raw))}" if spec.integer else f"{raw:f}"
 
 
+def _format_column(column: np.ndarray, spec: V.MetricSpec) -> list[str]:
+    """:func:`_format_value` over a column (numpy's rint rounds half to even, as Python's round does)."""
+    sentinel = V.sentinel_mask(column)
+    raw = column / spec.scale
+    if spec.integer:
+        texts = list(map(str, np.rint(np.where(sentinel, 0.0, raw)).astype(np.int64).tolist()))
+    else:
+        texts = ["%f" % x for x in raw.tolist()]
+    for row in np.nonzero(sentinel)[0].tolist():
+        texts[row] = _format_value(float(column[row]), spec)
+    return texts
+
+
 def _attributes(variant: V.ExporterVariant, pod: SimPod, with_uid: bool) -> list[tuple[str, str]]:
     names = variant.attribute_labels
     attrs = [(names["container"], pod.container), (names["namespace"], pod.namespace), (names["pod"], pod.pod)]
@@ -153,11 +290,33 @@ def _attributes(variant: V.ExporterVariant, pod: SimPod, with_uid: bool) -> list
     return sorted(attrs)
 
 
-def render_exposition(gpus: list[SimGpu], variant: V.ExporterVariant | str = V.DEFAULT_EXPORTER_VARIANT,
+def _attribute_text(variant: V.ExporterVariant, pod: SimPod, with_uid: bool) -> str:
+    """The pod's labels as exposition text (cached: the same pods recur every tick)."""
+    return _attribute_text_cached(variant, pod.namespace, pod.pod, pod.container, pod.uid, pod.vgpu, with_uid)
+
+
+@lru_cache(maxsize=1 << 18)
+def _attribute_text_cached(variant, namespace, pod, container, uid, vgpu, with_uid) -> str:
+    sim = SimPod(namespace=namespace, pod=pod, container=container, uid=uid, vgpu=vgpu)
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in _attributes(variant, sim, with_uid))
+
+
+@lru_cache(maxsize=1 << 17)
+def _fixed_labels(variant: V.ExporterVariant, driver_version: str, node: str, index: int, uuid: str,
+                  model_name: str) -> str:
+    return (f'gpu="{index}",{variant.uuid_label}="{uuid}",pci_bus_id="{_pci_bus_id(index)}",'
+            f'device="nvidia{index}",modelName="{_escape(model_name)}",'
+            f'{variant.host_label}="{_escape(node)}",{variant.driver_label}="{driver_version}"')
+
+
+def render_exposition(gpus: "list[SimGpu] | SimFrame", variant: V.ExporterVariant | str = V.DEFAULT_EXPORTER_VARIANT,
                       per_pod: bool = False, driver_version: str = DRIVER_VERSION) -> str:
-    """dcgm-exporter's text exposition for ``gpus`` in ``variant`` naming."""
+    """dcgm-exporter's text exposition for ``gpus`` (a list of :class:`SimGpu`, or a :class:`SimFrame`) in
+    ``variant`` naming."""
     if isinstance(variant, str):
         variant = V.EXPORTER_VARIANTS[variant]
+    if isinstance(gpus, SimFrame):
+        return _render_frame(gpus, variant, per_pod, driver_version)
     families = sorted(((f, s) for f, s in variant.metrics.items() if s.default), key=lambda fs: fs[1].field_id)
     lines: list[str] = []
     for canonical, spec in families:
@@ -167,9 +326,11 @@ def render_exposition(gpus: list[SimGpu], variant: V.ExporterVariant | str = V.D
             value = gpu.values.get(canonical)
             if value is None:  # current exporters skip a field DCGM has no value for
                 continue
-            fixed = (f'gpu="{gpu.index}",{variant.uuid_label}="{gpu.uuid}",pci_bus_id="{gpu.pci_bus_id}",'
-                     f'device="nvidia{gpu.index}",modelName="{_escape(gpu.model_name)}",'
-                     f'{variant.host_label}="{_escape(gpu.node)}",{variant.driver_label}="{driver_version}"')
+            fixed = _fixed_labels(variant, driver_version, gpu.node, gpu.index, gpu.uuid, gpu.model_name) \
+                if gpu.pci_bus_id == _pci_bus_id(gpu.index) else \
+                (f'gpu="{gpu.index}",{variant.uuid_label}="{gpu.uuid}",pci_bus_id="{gpu.pci_bus_id}",'
+                 f'device="nvidia{gpu.index}",modelName="{_escape(gpu.model_name)}",'
+                 f'{variant.host_label}="{_escape(gpu.node)}",{variant.driver_label}="{driver_version}"')
             text = _format_value(value, spec)
             if per_pod and gpu.sharers:
                 per_process = canonical in V.PER_POD_FIELDS
@@ -189,13 +350,68 @@ def render_exposition(gpus: list[SimGpu], variant: V.ExporterVariant | str = V.D
     return "\n".join(lines) + "\n"
 
 
+def _render_frame(frame: SimFrame, variant: V.ExporterVariant, per_pod: bool, driver_version: str) -> str:
+    """:func:`render_exposition` straight from the columns: the label text of each GPU is built once per
+    render (and cached across ticks), values are formatted a column at a time."""
+    families = sorted(((f, s) for f, s in variant.metrics.items() if s.default), key=lambda fs: fs[1].field_id)
+    fixed = [_fixed_labels(variant, driver_version, frame.node[r], frame.index[r], frame.uuid(r),
+                           frame.model_name[r]) for r in range(frame.n)]
+    # exclusive-mode label per GPU: fixed labels plus the credited pod's attributes
+    labels = list(fixed)
+    sharer_attrs: dict[int, list[tuple[str, str]]] = {}  # per-pod mode: (attrs without uid, attrs with uid)
+    sharers_of: dict[int, list[SimPod]] = {}
+    for row in range(frame.n):
+        if not frame.holders[row]:
+            continue
+        sharers = frame.sharers(row)
+        if per_pod:
+            sharers_of[row] = sharers
+            sharer_attrs[row] = [(_attribute_text(variant, p, False), _attribute_text(variant, p, True))
+                                 for p in sharers]
+        else:
+            credited = frame.credited(row, sharers)
+            labels[row] = f"{fixed[row]},{_attribute_text(variant, credited, False)}"
+    overridden = frame.overridden
+    lines: list[str] = []
+    for canonical, spec in families:
+        name = spec.name
+        lines.append(f"# HELP {name} {spec.help}")
+        lines.append(f"# TYPE {name} {spec.type}")
+        column = frame.columns.get(canonical)
+        texts = _format_column(column, spec) if column is not None else [None] * frame.n
+        for row, values in overridden.items():
+            value = values.get(canonical)
+            texts[row] = None if value is None else _format_value(value, spec)
+        if not per_pod:
+            prefix = name + "{"
+            lines.extend([f"{prefix}{label}}} {text}" for label, text in zip(labels, texts) if text is not None])
+            continue
+        per_process = canonical in V.PER_POD_FIELDS
+        for row in range(frame.n):
+            text = texts[row]
+            if text is None:
+                continue
+            attrs = sharer_attrs.get(row)
+            if not attrs:
+                lines.append(f"{name}{{{fixed[row]}}} {text}")
+                continue
+            if per_process:
+                lines.append(f"{name}{{{fixed[row]}}} {text}")
+                for pod, (_, with_uid) in zip(sharers_of[row], attrs):
+                    own = _format_value(pod.fb_used_mib if canonical == V.FB_USED else pod.util, spec)
+                    lines.append(f"{name}{{{fixed[row]},{with_uid}}} {own}")
+            else:
+                for without_uid, _ in attrs:
+                    lines.append(f"{name}{{{fixed[row]},{without_uid}}} {text}")
+    return "\n".join(lines) + "\n"
+
+
 def simulated_samples(gpus: list[SimGpu]):
     """DCGM samples (:data:`~.dcgm.SAMPLE_COLUMNS`, canonical units) straight from simulated GPUs.
 
     What :func:`~.dcgm.samples_from_exposition` gives for this exporter's exclusive-mode exposition (every
     field, including ``fb_total_mib``), without rendering and parsing ten series per GPU on every tick.
     """
-    import numpy as np
     import pandas as pd
 
     from .dcgm import SAMPLE_COLUMNS
@@ -226,7 +442,8 @@ class ExporterState:
         self._lock = threading.Lock()
         self._variant = V.EXPORTER_VARIANTS[variant]
         self._per_pod = per_pod
-        self._gpus: list[SimGpu] = []
+        self._gpus: Optional[list[SimGpu]] = []
+        self._frame: Optional[SimFrame] = None
         self._text = render_exposition([], self._variant, per_pod)
         self.updates = 0
         if snapshot is not None:
@@ -237,16 +454,19 @@ class ExporterState:
         return self._variant
 
     def update(self, snapshot: Snapshot, overrides: Optional[dict[GpuKey, dict[str, float]]] = None) -> None:
-        """Recompute every GPU from ``snapshot`` (a new tick)."""
-        gpus = simulate_gpus(snapshot, overrides)
-        text = render_exposition(gpus, self._variant, self._per_pod)
+        """Recompute every GPU from ``snapshot`` (a new tick): columns, then the text; the per-GPU
+        :class:`SimGpu` objects are only made if :meth:`gpus` asks for them."""
+        frame = SimFrame(snapshot, overrides)
+        text = render_exposition(frame, self._variant, self._per_pod)
         with self._lock:
-            self._gpus, self._text = gpus, text
+            self._frame, self._gpus, self._text = frame, None, text
             self.updates += 1
 
     def gpus(self) -> list[SimGpu]:
         """The GPUs of the last update (what the exporter currently reports)."""
         with self._lock:
+            if self._gpus is None:
+                self._gpus = self._frame.gpus() if self._frame is not None else []
             return list(self._gpus)
 
     def render(self) -> str:
