@@ -57,7 +57,8 @@ def consolidation(session) -> None:
     if not triggers:
         return
     order = JobsOrderByQueues(session, triggers)
-    solver = Solver(session, "consolidation", validator=lambda j, b: _all_reallocated(session, j, b))
+    solver = Solver(session, "consolidation", validator=lambda j, b: _all_reallocated(session, j, b),
+                    victims_must_be_placed=True)
     limit = int(session.config.max_consolidation_preemptees)
     facts: Optional[JobFacts] = None
     while True:

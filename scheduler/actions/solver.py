@@ -36,6 +36,7 @@ import numpy as np
 from ..ordering import job_order_key, queue_key, queue_less
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
+from .packing import may_place, scenario_capacity, task_classes
 from .victims import Batch, VictimQueue, node_gpu_capacity
 
 MAX_SCENARIOS_PER_JOB = 256
@@ -199,11 +200,16 @@ Validator = Callable[[int, list[Batch]], bool]
 class Solver:
     """Finds, for one action run, the first valid victim scenario of each preemptor."""
 
-    def __init__(self, session, action: str, validator: Optional[Validator] = None):
+    def __init__(self, session, action: str, validator: Optional[Validator] = None,
+                 victims_must_be_placed: bool = False):
+        """``victims_must_be_placed``: the validator rejects any scenario that leaves a victim releasing
+        (consolidation), so the packing pre-check may count every victim as a task to place."""
         self.s = session
         self.action = action
         self.validator = validator
-        self.simulations = 0
+        self.victims_must_be_placed = victims_must_be_placed
+        self.simulations = 0      # scenarios tried, simulated or ruled out by the packing pre-check
+        self.pruned = 0           # of which ruled out without simulating
         self.exhausted = False
 
     def solve(self, j: int, victims: VictimQueue, tasks: Optional[list[int]] = None,
@@ -215,6 +221,7 @@ class Solver:
             tasks = sim_tasks_to_allocate(s, j)
         if not tasks:
             return None
+        self._preemptor = j
         self._tasks = tasks
         self._known = {} if request is None else {j: request}
         req = sorted((s.request_gpus(i, s.min_gpu_mem) for i in tasks), reverse=True)
@@ -230,6 +237,9 @@ class Solver:
         seen_tasks = 0
         tried: set[frozenset] = set()
         budget = MAX_SCENARIOS_PER_JOB
+        # Packing pre-check (.packing): worth its cost where simulations are long (gangs, consolidation).
+        check = self.victims_must_be_placed or len(tasks) > 1
+        own = task_classes(s, tasks) if check else None
         while True:
             batch = victims.pop()
             if batch is None:
@@ -248,6 +258,9 @@ class Solver:
                 seen_tasks += 1
             if not _greedy_fits(req, cap):
                 continue
+            # The chunk's own fit only grows with victims: if it fails on everything accumulated so far, it
+            # fails on every sub-scenario of this accumulation.
+            chunk_may_fit = not check or may_place(s, own, scenario_capacity(s, (i for bt in batches for i in bt.tasks)))
             for picked in self._sub_scenarios(node_batches, first_seen, cap, base_cap, total_cap, demand,
                                               min_task, len(batches)):
                 chosen = [batches[k] for k in picked]
@@ -260,6 +273,9 @@ class Solver:
                     return None
                 budget -= 1
                 self.simulations += 1
+                if check and not (chunk_may_fit and self._may_succeed(own, chosen)):
+                    self.pruned += 1
+                    continue
                 solution = self._simulate(j, chosen)
                 if solution is not None:
                     return solution
@@ -291,6 +307,25 @@ class Solver:
                 return
             k = min(k + dk, len(nodes))
             dk *= 2
+
+    def _may_succeed(self, own: dict, chosen: list[Batch]) -> bool:
+        """Packing pre-check of one scenario (:func:`.packing.may_place`): the chunk, plus every victim when
+        victims must all be placed again, must fit on idle + releasing resources with the victims gone."""
+        s = self.s
+        victims = [i for bt in chosen for i in bt.tasks]
+        cap = scenario_capacity(s, victims)
+        if not self.victims_must_be_placed:
+            return may_place(s, own, cap)
+        if not may_place(s, own, cap):
+            return False
+        st, shadow = s.status, s.shadow
+        # A victim left releasing fails the scenario; a pipelined one without an old node goes back to
+        # pending when evicted, which the validator accepts, so it need not be placed.
+        must = [i for i in victims if st[i] != "pipelined" or i in shadow]
+        classes = dict(own)
+        for c, n in task_classes(s, must).items():
+            classes[c] = classes.get(c, 0) + n
+        return may_place(s, classes, cap)
 
     def _simulate(self, j: int, batches: list[Batch]) -> Optional[Solution]:
         s = self.s
