@@ -95,22 +95,37 @@ def test_power_of_two_units_count_mixed_sizes(session):
 # ---------------------------------------------------------------------------------------------- random clusters
 
 def _simulate_every_pruned_scenario(monkeypatch):
-    """Patch the solver so that every scenario the pre-check rules out is simulated anyway; return the list
-    that collects the ones that succeeded (must stay empty)."""
+    """Patch the solver so that every scenario the pre-check rules out is simulated anyway, and every
+    preemptor whose whole search it rules out is searched anyway; return the list that collects the ones
+    that succeeded (must stay empty)."""
     wrong = []
-    original = solver_mod.Solver._may_succeed
+    may_succeed, may_ever_succeed, solve = (solver_mod.Solver._may_succeed, solver_mod.Solver._may_ever_succeed,
+                                            solver_mod.Solver.solve)
 
-    def checked(self, own, chosen):
-        ok = original(self, own, chosen)
+    def checked(self, own, picked, deltas, must):
+        ok = may_succeed(self, own, picked, deltas, must)
         if not ok:
             j = self._preemptor
-            solution = self._simulate(j, chosen)
+            solution = self._simulate(j, [self._batches[k] for k in picked])
             if solution is not None:
-                wrong.append((self.action, self.s.jobs[j].key, [b.job for b in chosen]))
+                wrong.append((self.action, self.s.jobs[j].key, [b.job for b in solution.batches]))
                 solution.statement.discard()
         return ok
 
+    def searched_anyway(self, own, victims):
+        self._ruled_out_here = not may_ever_succeed(self, own, victims)
+        return True
+
+    def checked_solve(self, j, *args, **kwargs):
+        self._ruled_out_here = False
+        solution = solve(self, j, *args, **kwargs)
+        if self._ruled_out_here and solution is not None:
+            wrong.append((self.action, self.s.jobs[j].key, "whole search"))
+        return solution
+
     monkeypatch.setattr(solver_mod.Solver, "_may_succeed", checked)
+    monkeypatch.setattr(solver_mod.Solver, "_may_ever_succeed", searched_anyway)
+    monkeypatch.setattr(solver_mod.Solver, "solve", checked_solve)
     return wrong
 
 

@@ -40,11 +40,15 @@ _EPS = 1e-9
 def scenario_capacity(session, victims: Iterable[int]) -> np.ndarray:
     """``(nodes, 4)`` idle + releasing whole GPUs, CPU, memory and pods once ``victims`` are evicted: what
     the scenario's placements can use on every node (an upper bound for GPUs of shared devices)."""
-    ns = session.nodes
-    cap = ns.free.copy()
+    return capacity_with(session, [victim_delta(session, victims)])
+
+
+def victim_delta(session, victims: Iterable[int]) -> tuple[np.ndarray, np.ndarray, frozenset]:
+    """What evicting ``victims`` adds to the nodes' idle + releasing resources, for :func:`capacity_with`:
+    ``(node per victim, (GPUs, cpu, memory, pods) per victim, {(node, device) of shared GPUs they sit on})``."""
     node, kind = session.node, session.kind_list
     rows, vecs = [], []
-    groups: set = set()
+    groups = set()
     for i in victims:
         n = node[i]
         if n < 0:
@@ -52,10 +56,26 @@ def scenario_capacity(session, victims: Iterable[int]) -> np.ndarray:
         rows.append(n)
         vecs.append(session.task_vector(i))
         if kind[i] > KIND_WHOLE:
-            for s in session.indices[i]:
-                groups.add((n, s))
-    if rows:
-        np.add.at(cap, np.array(rows), np.array(vecs))
+            for slot in session.indices[i]:
+                groups.add((n, slot))
+    return (np.array(rows, dtype=np.int64), np.array(vecs, dtype=float).reshape(len(rows), 4),
+            frozenset(groups))
+
+
+def capacity_with(session, deltas) -> np.ndarray:
+    """Idle + releasing resources of every node plus the :func:`victim_delta` s of a scenario's victims;
+    each shared GPU a victim sits on counts one whole GPU more (it frees one if all its fractions go)."""
+    cap = session.nodes.free.copy()
+    if not deltas:
+        return cap
+    if len(deltas) == 1:
+        rows, vecs, groups = deltas[0]
+    else:
+        rows = np.concatenate([d[0] for d in deltas])
+        vecs = np.concatenate([d[1] for d in deltas])
+        groups = frozenset().union(*(d[2] for d in deltas))
+    if rows.size:
+        np.add.at(cap, rows, vecs)
     for n, _ in groups:
         cap[n, GPU] += 1.0
     return cap
@@ -113,30 +133,28 @@ def may_place(session, classes: dict[tuple, int], cap: np.ndarray) -> bool:
 def _fits_within(classes: dict[tuple, int], nodes: np.ndarray, cap: np.ndarray) -> bool:
     """Totals and power-of-two GPU units of ``classes`` fit the capacity of the ``nodes`` mask."""
     sub = cap[nodes]
-    count = sum(classes.values())
-    if count > sub[:, PODS].sum() + _EPS:
+    gpus, cpu, mem, pods = sub.sum(axis=0).tolist()
+    if sum(classes.values()) > pods + _EPS:
         return False
-    if sum(c[2] * n for c, n in classes.items()) > sub[:, CPU].sum() + _EPS:
+    if sum(c[2] * n for c, n in classes.items()) > cpu + _EPS:
         return False
-    if sum(c[3] * n for c, n in classes.items()) > sub[:, MEM].sum() + _EPS:
+    if sum(c[3] * n for c, n in classes.items()) > mem + _EPS:
         return False
-    sizes = {}
+    sizes: dict[int, int] = {}
     for c, n in classes.items():
         if c[0] == KIND_WHOLE:
             s = _pow2_floor(c[1])
             sizes[s] = sizes.get(s, 0) + n
     if not sizes:
         return True
-    gpus = np.floor(sub[:, GPU] + _EPS)
-    units = 0
-    prev = None
+    node_gpus = np.floor(sub[:, GPU] + _EPS)
+    units, prev = 0, 0
     for s in sorted(sizes, reverse=True):
-        units = units * (prev // s) if prev else 0  # demand of larger sizes, re-expressed in units of s
-        units += sizes[s]
+        units = units * (prev // s) + sizes[s]  # larger sizes re-expressed in units of s GPUs
         prev = s
-        if units > float(np.floor(gpus / s).sum()):
+        if units > float(np.floor(node_gpus / s).sum()):
             return False
     return True
 
 
-__all__ = ["scenario_capacity", "task_classes", "may_place"]
+__all__ = ["scenario_capacity", "victim_delta", "capacity_with", "task_classes", "may_place"]

@@ -36,7 +36,7 @@ import numpy as np
 from ..ordering import job_order_key, queue_key, queue_less
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
-from .packing import may_place, scenario_capacity, task_classes
+from .packing import capacity_with, may_place, task_classes, victim_delta
 from .victims import Batch, VictimQueue, node_gpu_capacity
 
 MAX_SCENARIOS_PER_JOB = 256
@@ -210,6 +210,7 @@ class Solver:
         self.victims_must_be_placed = victims_must_be_placed
         self.simulations = 0      # scenarios tried, simulated or ruled out by the packing pre-check
         self.pruned = 0           # of which ruled out without simulating
+        self.ruled_out = 0        # preemptors whose search was skipped: no victim set can work
         self.exhausted = False
 
     def solve(self, j: int, victims: VictimQueue, tasks: Optional[list[int]] = None,
@@ -232,20 +233,30 @@ class Solver:
         accepted = s.accepted
         node = s.node
         batches: list[Batch] = []
+        self._batches = batches  # the current search's accumulated batches (diagnostics and tests)
         node_batches: dict[int, list[int]] = {}
         first_seen: dict[int, int] = {}
         seen_tasks = 0
-        tried: set[frozenset] = set()
+        tried: set[tuple] = set()
         budget = MAX_SCENARIOS_PER_JOB
         # Packing pre-check (.packing): worth its cost where simulations are long (gangs, consolidation).
         check = self.victims_must_be_placed or len(tasks) > 1
         own = task_classes(s, tasks) if check else None
+        if check and not self._may_ever_succeed(own, victims):
+            self.ruled_out += 1
+            return None
+        deltas: list = []   # per batch: what evicting it adds to the nodes (.packing.victim_delta)
+        must: list = []     # per batch: its task classes that must be placed again (consolidation)
         while True:
             batch = victims.pop()
             if batch is None:
                 return None
             b = len(batches)
             batches.append(batch)
+            if check:
+                deltas.append(victim_delta(s, batch.tasks))
+                if self.victims_must_be_placed:
+                    must.append(self._must_place(batch))
             for i in batch.tasks:
                 n = node[i]
                 if n < 0:
@@ -260,20 +271,22 @@ class Solver:
                 continue
             # The chunk's own fit only grows with victims: if it fails on everything accumulated so far, it
             # fails on every sub-scenario of this accumulation.
-            chunk_may_fit = not check or may_place(s, own, scenario_capacity(s, (i for bt in batches for i in bt.tasks)))
+            chunk_may_fit = not check or may_place(s, own, capacity_with(s, deltas))
             for picked in self._sub_scenarios(node_batches, first_seen, cap, base_cap, total_cap, demand,
                                               min_task, len(batches)):
-                chosen = [batches[k] for k in picked]
-                fingerprint = frozenset(i for bt in chosen for i in bt.tasks)
+                # Batches are disjoint, non-empty task sets (each pop takes tasks no earlier pop took), so the
+                # set of batch indices identifies the scenario's victim tasks.
+                fingerprint = tuple(picked)
                 if not fingerprint or fingerprint in tried:
                     continue
                 tried.add(fingerprint)
+                chosen = [batches[k] for k in picked]
                 if budget <= 0 or self.simulations >= MAX_SCENARIOS_PER_ACTION:
                     self.exhausted = self.simulations >= MAX_SCENARIOS_PER_ACTION
                     return None
                 budget -= 1
                 self.simulations += 1
-                if check and not (chunk_may_fit and self._may_succeed(own, chosen)):
+                if check and not (chunk_may_fit and self._may_succeed(own, picked, deltas, must)):
                     self.pruned += 1
                     continue
                 solution = self._simulate(j, chosen)
@@ -308,24 +321,39 @@ class Solver:
             k = min(k + dk, len(nodes))
             dk *= 2
 
-    def _may_succeed(self, own: dict, chosen: list[Batch]) -> bool:
-        """Packing pre-check of one scenario (:func:`.packing.may_place`): the chunk, plus every victim when
-        victims must all be placed again, must fit on idle + releasing resources with the victims gone."""
+    def _must_place(self, batch: Batch) -> dict:
+        """Task classes of a victim batch that must be placed again for consolidation to accept: a victim
+        left releasing fails the scenario; a pipelined one with no old node goes back to pending when
+        evicted, which the validator accepts."""
+        st, shadow = self.s.status, self.s.shadow
+        return task_classes(self.s, [i for i in batch.tasks if st[i] != "pipelined" or i in shadow])
+
+    def _may_ever_succeed(self, own: dict, victims: VictimQueue) -> bool:
+        """Packing pre-check with every candidate victim evicted. If the chunk (plus, for consolidation,
+        every victim) cannot be packed then, no scenario can work: a packing for some victim set extends to
+        all candidates by leaving the others where they are, so feasibility only grows with the victims."""
         s = self.s
-        victims = [i for bt in chosen for i in bt.tasks]
-        cap = scenario_capacity(s, victims)
+        every = victims.candidate_tasks()
+        cap = capacity_with(s, [victim_delta(s, every)])
         if not self.victims_must_be_placed:
             return may_place(s, own, cap)
-        if not may_place(s, own, cap):
-            return False
-        st, shadow = s.status, s.shadow
-        # A victim left releasing fails the scenario; a pipelined one without an old node goes back to
-        # pending when evicted, which the validator accepts, so it need not be placed.
-        must = [i for i in victims if st[i] != "pipelined" or i in shadow]
         classes = dict(own)
-        for c, n in task_classes(s, must).items():
+        for c, n in self._must_place(Batch(job=-1, tasks=every)).items():
             classes[c] = classes.get(c, 0) + n
         return may_place(s, classes, cap)
+
+    def _may_succeed(self, own: dict, picked: list[int], deltas: list, must: list) -> bool:
+        """Packing pre-check of one scenario (:func:`.packing.may_place`): the chunk — plus every victim when
+        victims must all be placed again — must fit on idle + releasing resources with the victims gone."""
+        s = self.s
+        cap = capacity_with(s, [deltas[k] for k in picked])
+        if not self.victims_must_be_placed:
+            return may_place(s, own, cap)
+        classes = dict(own)
+        for k in picked:
+            for c, n in must[k].items():
+                classes[c] = classes.get(c, 0) + n
+        return may_place(s, classes, cap)  # implies the chunk's own check (same eligibility, larger sums)
 
     def _simulate(self, j: int, batches: list[Batch]) -> Optional[Solution]:
         s = self.s

@@ -265,6 +265,14 @@ class VictimQueue:
     def empty(self) -> bool:
         return not self._roots
 
+    def candidate_tasks(self) -> list[int]:
+        """Every task a pop could ever yield: the active tasks of all candidate jobs (whatever the cap)."""
+        out: list[int] = []
+        for arr in self._arrays.values():
+            for j in arr.tolist():
+                out.extend(active_tasks(self.s, j))
+        return out
+
     # ---- leaf heads
 
     def _rep_key(self, j: int, rep: Optional[frozenset]) -> tuple:
