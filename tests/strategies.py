@@ -33,7 +33,7 @@ GIB = 2**30
 GPU_MEMORY_SIZES_MIB = (16384, 24576, 40960, 81920)
 FRACTIONS = (0.25, 0.5, 0.75)
 PLACED_STATUSES = ("running", "running", "binding", "releasing")
-UNPLACED_STATUSES = ("pending", "pending", "pending", "failed", "succeeded")
+UNPLACED_STATUSES = ("pending",) * 6 + ("failed", "succeeded")
 EPS = 1e-9
 
 
@@ -104,7 +104,7 @@ def _queue_resource(draw, unit_scale: float) -> dict:
         out["quota"] = quota
     if draw(st.booleans()):
         base = quota if quota is not None and quota >= 0 else 0
-        out["limit"] = draw(st.sampled_from([-1, base, base + 4 * unit_scale, base + 8 * unit_scale]))
+        out["limit"] = draw(st.sampled_from([-1, -1, base, base + 4 * unit_scale, base + 8 * unit_scale]))
         if quota == -1:
             out["limit"] = -1
     if draw(st.booleans()):
@@ -125,7 +125,7 @@ def _queues(draw, max_queues: int) -> tuple[list[dict], set[str]]:
             doc["priority"] = draw(st.sampled_from([50, 100, 100, 150]))
         if draw(st.booleans()):
             doc["creation_time"] = 1_767_000_000 + i
-        for resource, scale in (("gpu", 1), ("cpu", 1000), ("memory", GIB)):
+        for resource, scale in (("gpu", 1), ("cpu", 4000), ("memory", 16 * GIB)):
             if draw(st.booleans()):
                 doc[resource] = draw(_queue_resource(scale))
         docs.append(doc)
@@ -152,7 +152,7 @@ def _place_gpu(kind: str, gpu: float, devices: int, mib: Optional[float], room: 
 
 
 @st.composite
-def _task(draw, name: str, rooms: list[_NodeRoom], subgroups: list[str]) -> dict:
+def _task(draw, name: str, rooms: list[_NodeRoom], subgroup: Optional[str]) -> dict:
     kind = draw(st.sampled_from(["cpu", "whole", "fraction", "gpu_memory", "multi_fraction"]))
     doc: dict[str, Any] = {"name": name}
     gpu, devices, mib = 0.0, 1, None
@@ -172,8 +172,8 @@ def _task(draw, name: str, rooms: list[_NodeRoom], subgroups: list[str]) -> dict
     mem_gib = draw(st.integers(0, 64))
     doc["cpu_millis"] = _millis(draw, cpu)
     doc["memory_bytes"] = _bytes(draw, mem_gib)
-    if subgroups and draw(st.booleans()):
-        doc["subgroup"] = draw(st.sampled_from(subgroups))
+    if subgroup is not None:
+        doc["subgroup"] = subgroup
 
     if rooms and draw(st.booleans()):
         start = draw(st.integers(0, len(rooms) - 1))
@@ -209,17 +209,18 @@ def _job(draw, index: int, leaves: list[str], rooms: list[_NodeRoom], max_tasks:
         doc["namespace"] = draw(st.sampled_from(["team-a", "team-b"]))
     doc["queue"] = draw(st.sampled_from(sorted(leaves)))
     if draw(st.booleans()):
-        doc["priority"] = draw(st.sampled_from([25, 50, 75, 100, 125]))
+        doc["priority"] = draw(st.sampled_from([25, 50, 50, 75, 100, 125]))
     if draw(st.integers(0, 3)) == 0:
         doc["preemptible"] = draw(st.booleans())
-    subgroups = []
-    if draw(st.integers(0, 4)) == 0:
-        subgroups = ["leader", "workers"]
-        doc["subgroups"] = [{"name": "leader", "min_available": 1}, {"name": "workers", "min_available": 1}]
     n_tasks = draw(st.integers(1, max_tasks))
     doc["min_available"] = draw(st.integers(1, n_tasks))
     doc["creation_time"] = 1_767_200_000 + index
-    doc["tasks"] = [draw(_task(f"{name}-t{k}", rooms, subgroups)) for k in range(n_tasks)]
+    # Sometimes a leader/workers gang: task 0 leads, the others work; each sub-group needs one task.
+    with_subgroups = n_tasks >= 2 and draw(st.integers(0, 4)) == 0
+    if with_subgroups:
+        doc["subgroups"] = [{"name": "leader", "min_available": 1}, {"name": "workers", "min_available": 1}]
+    doc["tasks"] = [draw(_task(f"{name}-t{k}", rooms, ("leader" if k == 0 else "workers") if with_subgroups else None))
+                    for k in range(n_tasks)]
     return doc
 
 
