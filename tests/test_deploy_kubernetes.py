@@ -216,10 +216,11 @@ def test_deployment_runs_one_replica_of_kaidash_serve_against_kube_and_prometheu
     assert _container()["ports"] == [{"name": "http", "containerPort": 5006, "protocol": "TCP"}]
 
 
-def test_deployment_probes_hit_healthz_on_the_http_port():
+def test_deployment_probes_hit_healthz_and_readyz_on_the_http_port():
     c = _container()
-    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+    for probe in ("livenessProbe", "startupProbe"):
         assert c[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
 
 
 def test_deployment_sets_requests_and_limits_for_cpu_and_memory():
