@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from scheduler.engine import run_session
 from scheduler.model import Job, Node, Queue, QueueResource, Snapshot, Task
 from tests._scenario_runner import run_scenario, scenario_paths
+from tests.test_packing import crowded_clusters
 
 SCENARIOS = scenario_paths("consolidation")
 
@@ -54,3 +55,44 @@ def test_consolidation_never_loses_a_job(snap):
         assert out[name]["status"] in ("running", "pipelined"), (name, out[name])
     if result.evicted:  # a move happens only for the pending job, which is then placed
         assert out["new-0"]["status"] == "pipelined"
+
+
+# ---------------------------------------------------------------------------------------------- early stop
+
+def test_smallest_chunk_gpus_is_the_smallest_request_a_chunk_can_hold():
+    from scheduler.actions.consolidation import smallest_chunk_gpus
+    from scheduler.fairshare import compute_fair_share
+    from scheduler.session import Session
+    from scheduler.snapshot_io import loads_snapshot
+
+    snap = loads_snapshot("""
+nodes: [{name: n, gpus: 2, gpu_memory_mib: 40960, cpu_millis: 8000, memory_bytes: 64Gi}]
+queues: [{name: q}]
+jobs:
+- {name: two, queue: q, tasks: [{name: two-0, gpu: 2}]}
+- {name: mem, queue: q, tasks: [{name: mem-0, gpu_memory_mib: 20480}, {name: mem-1, gpu: 1, status: running, node: n}]}
+- {name: cpu, queue: q, tasks: [{name: cpu-0, cpu_millis: 100}]}
+""")
+    s = Session(snap, compute_fair_share(snap))
+    jobs = s.job_index
+    assert smallest_chunk_gpus(s, [jobs["two"]]) == 2
+    # 20480 of 40960 MiB = 0.5 GPU; the running task of the job is no chunk member
+    assert smallest_chunk_gpus(s, [jobs["two"], jobs["mem"]]) == 0.5
+    assert smallest_chunk_gpus(s, [jobs["two"], jobs["cpu"]]) == 0
+    assert smallest_chunk_gpus(s, []) == float("inf")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(fragmented_clusters(), crowded_clusters()))
+def test_stopping_when_no_job_can_start_changes_no_decision(snap):
+    import scheduler.actions.consolidation as mod
+
+    def contract(result):
+        out = result.to_contract()
+        out.pop("timings_ms")
+        return out
+
+    fast = contract(run_session(snap, ["allocate", "consolidation"]))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mod, "_none_can_start", lambda *a: False)
+        assert contract(run_session(snap, ["allocate", "consolidation"])) == fast

@@ -38,6 +38,27 @@ def enough_gpus(session, tasks: list[int]) -> bool:
     return need <= 0 or float(node_gpu_capacity(session).sum()) + 1e-9 >= need
 
 
+def smallest_chunk_gpus(session, jobs) -> float:
+    """A lower bound of every job's next-chunk GPUs (as :func:`enough_gpus` counts them): the smallest request
+    among the tasks a chunk can hold (pending, or evicted earlier in this session). 0 when some job could
+    ask for no GPU; +inf for no jobs."""
+    st, evicted = session.status, session.evict_prior
+    low = float("inf")
+    for j in jobs:
+        for i in session.jobs[j].tasks:
+            if st[i] == "pending" or (st[i] == "releasing" and i in evicted):
+                low = min(low, session.request_gpus(i, session.min_gpu_mem))
+                if low <= 0:
+                    return 0.0
+    return low
+
+
+def _none_can_start(session, jobs) -> bool:
+    """No job can pass :func:`enough_gpus` now. The cluster's idle + releasing GPUs change only when a
+    consolidation is committed, so until then every remaining pop would be skipped."""
+    return smallest_chunk_gpus(session, jobs) > float(node_gpu_capacity(session).sum()) + 1e-9
+
+
 def consolidation_message(session, preemptor: int, victim: int, moved_to: Optional[str]) -> str:
     p, v = session.jobs[preemptor], session.jobs[victim]
     where = f"moved to {moved_to}" if moved_to else "placed again"
@@ -54,9 +75,10 @@ def consolidation(session) -> None:
     if not enabled(session):
         return
     triggers = eviction_triggers(session, preemptible_only=True)
-    if not triggers:
+    if not triggers or _none_can_start(session, triggers):
         return
     order = JobsOrderByQueues(session, triggers)
+    popped: set[int] = set()
     solver = Solver(session, "consolidation", validator=lambda j, b: _all_reallocated(session, j, b),
                     victims_must_be_placed=True)
     limit = int(session.config.max_consolidation_preemptees)
@@ -65,6 +87,7 @@ def consolidation(session) -> None:
         j = order.pop()
         if j is None:
             break
+        popped.add(j)
         tasks = sim_tasks_to_allocate(session, j)
         if not tasks or not enough_gpus(session, tasks):
             continue
@@ -91,8 +114,10 @@ def consolidation(session) -> None:
         solution.commit(session)
         session.clear_reason(j)
         facts.refresh(solution.jobs + [j])
+        if _none_can_start(session, [k for k in triggers if k not in popped]):
+            break
 
 
 register_action("consolidation", consolidation)
 
-__all__ = ["consolidation", "enabled", "enough_gpus"]
+__all__ = ["consolidation", "enabled", "enough_gpus", "smallest_chunk_gpus"]
