@@ -133,3 +133,13 @@ def test_engine_adapter_scores_like_the_policy():
     assert 0 <= score.min() and score.max() <= 9
     score, _ = node_scores(np.array([[1.0, 1.0], [0.3, 1.0]]), np.array([8000, 500]), ["A", "A"], 1000, 1, w)
     assert score[1] == -1 and score[0] >= 0         # node 1 lacks CPU
+
+
+def test_fgd_never_picks_a_gpu_without_room_when_all_scores_bottom_out():
+    # A large typical task makes every placement raise the fragment by far more than 4.6 GPUs, so every
+    # fitting GPU scores 0 — the GPU must still be one with room (GPU 0 has none).
+    # Node: GPU 0 has 300 free, 7 idle GPUs; typical task: 7 whole GPUs. Any 470m placement breaks it (ΔF ≈ +6.5 GPUs).
+    big = TargetWorkload(cpu=np.array([1000]), k=np.array([7]), d=np.array([1000]), spec=[""], p=np.array([1.0]))
+    ctx = setup([8], used=[[700]], workload=big)
+    node, gpus = choose(ctx, "fgd", PodRequest(1000, 1, 1, 470))
+    assert gpus != [0] and ctx.state.gpu_left[node, gpus[0]] >= 470

@@ -169,6 +169,7 @@ def fgd(ctx: Context, pod: PodRequest, nodes: np.ndarray):
     with np.errstate(over="ignore"):
         score = (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
     if pod.shared:
+        score = np.where(np.isfinite(delta), score, -1)     # GPUs without room are no candidates
         node_score = score.max(1)
         i = argmax_ranked(node_score, ctx.rank[nodes])
         return int(nodes[i]), [int(np.argmax(score[i]))]
