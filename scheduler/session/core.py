@@ -23,7 +23,8 @@ from ..errors import EngineError
 from ..fairshare import TaskTable
 from ..model import RESOURCES, UNLIMITED, Job, Snapshot, Task
 from ..placement import gpu_order, scores
-from .nodes import (ANONYMOUS, CPU, GPU, MEM, PODS, SLOT_ACTIVE, SLOT_FREE, SLOT_RELEASING, NodeState)
+from .nodes import (ANONYMOUS, CPU, GPU, MEM, PODS, SLOT_ACTIVE, SLOT_EXTERNAL, SLOT_FREE, SLOT_RELEASING,
+                    NodeState)
 from .queues import R_CPU, R_GPU, R_MEM, QueueState
 
 KIND_NONE, KIND_WHOLE, KIND_FRACTION, KIND_MEMORY = 0, 1, 2, 3
@@ -841,13 +842,24 @@ class Session:
         task_mem = float(fit.task_mem[n])
         node_idle = bool(fit.idle_fit[n])
         shared = [(int(s), float(ns.sh_used[n, s] / ns.gpu_mem[n])) for s in np.nonzero(fit.shared_fit[n])[0]]
-        whole_count = int(math.floor(ns.idle[n, GPU])) + int(math.floor(ns.rel[n, GPU]))
-        order = gpu_order.order_candidates(self.config.gpu_device_order, shared, max(whole_count, 0))
+        # KAI: int(idle) + int(releasing) whole-GPU candidates (Go truncation; releasing goes negative when
+        # pipelined tasks take more than is releasing, and then cancels idle GPUs they will use).
+        whole_count = max(int(ns.idle[n, GPU]) + int(ns.rel[n, GPU]), 0)
+        idle_whole = min(max(int(ns.idle[n, GPU]), 0), whole_count)
+        order = gpu_order.order_candidates(self.config.gpu_device_order, shared, whole_count)
         groups, slots, releasing = [], [], False
+        whole_taken = 0
         for c in order:
             if c == gpu_order.WHOLE:
-                is_rel = pipeline_only or not node_idle
+                # KAI lists one whole-GPU candidate per idle and per releasing GPU, all with the same score:
+                # idle ones first; a releasing one can only be pipelined onto (§e.3, §e.4).
+                on_idle = whole_taken < idle_whole
+                whole_taken += 1
+                is_rel = pipeline_only or not node_idle or not on_idle
                 slot = self._new_slot(n, is_rel, exclude=slots)
+                if slot is None and not is_rel:  # slots and counts disagree: no idle device to bind to
+                    is_rel = True
+                    slot = self._new_slot(n, True, exclude=slots)
                 if slot is None:
                     continue
                 group = ns.slot_group[n].get(slot) or self._new_group_id(n, slot)
@@ -868,14 +880,18 @@ class Session:
         return True
 
     def _new_slot(self, n: int, releasing: bool, exclude: list[int]) -> Optional[int]:
+        """Device for a newly opened shared GPU: the lowest idle device; for a pipelined placement the lowest
+        releasing one first (a releasing whole GPU, then a GPU whose fractions are all releasing). A bound
+        placement never gets a device that is still releasing: None when no idle device is left."""
         ns = self.nodes
         exists = ns.slot_exists[n]
         grouped = np.zeros(ns.g, dtype=bool)
         for s in list(ns.slot_group[n]) + list(exclude):
             grouped[s] = True
-        idle = np.nonzero(exists & (ns.slot_whole[n] == SLOT_FREE) & (ns.sh_used[n] == 0) & ~grouped)[0]
+        empty = exists & (ns.sh_used[n] == 0) & ~grouped
+        idle = np.nonzero(empty & (ns.slot_whole[n] == SLOT_FREE))[0]
         if releasing:
-            rel_whole = np.nonzero(exists & (ns.slot_whole[n] == SLOT_RELEASING) & (ns.sh_used[n] == 0) & ~grouped)[0]
+            rel_whole = np.nonzero(empty & (ns.slot_whole[n] == SLOT_RELEASING))[0]
             if rel_whole.size:
                 return int(rel_whole[0])
             rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude]
@@ -883,7 +899,11 @@ class Session:
                 return rel_shared[0]  # joins the releasing GPU's group (KAI would open a new id there)
         if idle.size:
             return int(idle[0])
-        spare = np.nonzero(exists & (ns.sh_used[n] == 0) & ~grouped)[0]
+        # Counts and slots disagree (fractional external usage): a device marked external, or — pipelined
+        # only — any device without a group. Never bind onto a device a task holds or is releasing.
+        spare = np.nonzero(empty & (ns.slot_whole[n] == SLOT_EXTERNAL))[0]
+        if not spare.size and releasing:
+            spare = np.nonzero(empty)[0]
         return int(spare[0]) if spare.size else None
 
     # ================================================================== fit error summary
