@@ -173,13 +173,21 @@ def plot(samples: list[dict], path: str) -> bool:
     hours = [s["hour"] for s in samples]
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot(hours, [s["rss_mib"] for s in samples], marker="o", label="RSS (MiB)")
-    ax.plot(hours, [s["traced_mib"] for s in samples], marker="s", label="tracemalloc current (MiB)")
+    traced = [s["traced_mib"] for s in samples]
+    if any(t == t for t in traced):          # not all NaN
+        ax.plot(hours, traced, marker="s", label="tracemalloc current (MiB)")
+    if "py_blocks_k" in samples[0]:
+        ax2 = ax.twinx()
+        ax2.plot(hours, [s["py_blocks_k"] for s in samples], color="tab:green", marker=".", label="Python blocks (k)")
+        ax2.set_ylabel("allocated Python blocks (thousands)")
+        ax2.set_ylim(bottom=0)
+        ax2.legend(loc="lower right")
     ax.set_xlabel("simulated hours (cluster time)")
     ax.set_ylabel("MiB")
     ax.set_ylim(bottom=0)
     ax.set_title("kaidash live loop soak: memory per simulated hour")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="lower left")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
