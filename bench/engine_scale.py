@@ -3,6 +3,8 @@
     python -m bench.engine_scale                 # both sizes, medians over repeated runs
     python -m bench.engine_scale --size small --repeat 30
     python -m bench.engine_scale --size large --repeat 5 --profile
+    python -m bench.engine_scale --actions all     # KAI's five actions per session
+    python -m bench.engine_scale --size dashboard --actions all   # the dashboard's default 64-node scenario
 
 Sizes (design.md budgets):
 
@@ -27,7 +29,7 @@ import time
 import numpy as np
 
 from scheduler.engine import run_session
-from scheduler.model import Job, Node, Queue, QueueResource, Snapshot, Task
+from scheduler.model import ACTIONS, Job, Node, Queue, QueueResource, Snapshot, Task
 
 GiB = 2**30
 
@@ -118,15 +120,23 @@ SIZES = {
 }
 
 
-def bench(size: str, repeat: int, profile: bool = False) -> dict:
-    snap = make_cluster(**SIZES[size])
+def dashboard_cluster():
+    """The dashboard's default scenario: ``generate_scenario(seed=7, nodes=64)`` at t = 0 (dashboard/options.py)."""
+    from scheduler.sources.synthetic import generate_scenario
+
+    return generate_scenario(seed=7, nodes=64).snapshot
+
+
+def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allocate",)) -> dict:
+    snap = dashboard_cluster() if size == "dashboard" else make_cluster(**SIZES[size])
+    actions = list(actions)
     pods = sum(len(j.tasks) for j in snap.jobs)
     pending = sum(1 for _, t in snap.iter_tasks() if t.status == "pending")
     runs = []
     result = None
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
-        result = run_session(snap, ["allocate"])
+        result = run_session(snap, actions)
         wall = (time.perf_counter() - t0) * 1e3
         cpu = (time.process_time() - c0) * 1e3
         runs.append(dict(result.timings_ms, wall=wall, cpu=cpu))
@@ -135,14 +145,15 @@ def bench(size: str, repeat: int, profile: bool = False) -> dict:
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(f"\n{size}: {len(snap.nodes)} nodes × 8 GPUs, {pods} pods ({pending} pending tasks in "
           f"{sum(1 for j in snap.jobs if any(t.status == 'pending' for t in j.tasks))} jobs), "
-          f"{len(snap.queues)} queues; {placed} tasks placed; median of {repeat} runs:")
-    for key in ("fair_share", "session_open", "allocate", "session", "result", "total", "wall", "cpu"):
+          f"{len(snap.queues)} queues; actions {','.join(actions)}; {placed} tasks placed; median of {repeat} runs:")
+    for key in ("fair_share", "session_open", *actions, "session", "result", "total", "wall", "cpu"):
         if key in med:
-            print(f"  {key:<13} {med[key]:9.1f} ms")
+            print(f"  {key:<18} {med[key]:9.1f} ms")
     if profile:
         import cProfile
         import pstats
-        cProfile.runctx("run_session(snap, ['allocate'])", globals(), {"snap": snap, "run_session": run_session},
+        cProfile.runctx("run_session(snap, actions)", globals(),
+                        {"snap": snap, "run_session": run_session, "actions": actions},
                         "/tmp/engine_scale.prof")
         pstats.Stats("/tmp/engine_scale.prof").sort_stats("cumulative").print_stats(25)
     return med
@@ -150,12 +161,17 @@ def bench(size: str, repeat: int, profile: bool = False) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("small", "large", "both"), default="both")
+    parser.add_argument("--size", choices=("small", "large", "both", "dashboard"), default="both",
+                        help="'dashboard' = the dashboard's default 64-node synthetic scenario")
     parser.add_argument("--repeat", type=int, default=0, help="runs per size (default 20 small, 5 large)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one run")
+    parser.add_argument("--actions", default="allocate",
+                        help="comma-separated actions per session (default allocate, the budgeted work; "
+                             "'all' = KAI's five)")
     args = parser.parse_args(argv)
+    actions = tuple(ACTIONS) if args.actions == "all" else tuple(a for a in args.actions.split(",") if a)
     for size in (("small", "large") if args.size == "both" else (args.size,)):
-        bench(size, args.repeat or (20 if size == "small" else 5), args.profile)
+        bench(size, args.repeat or (5 if size == "large" else 20), args.profile, actions)
 
 
 if __name__ == "__main__":

@@ -103,16 +103,19 @@ def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None):
     remaining = list(dict.fromkeys(jobs))
     resources: dict[int, np.ndarray] = dict(known or {})
     qs = session.queues
-    while remaining:
-        if len(remaining) == 1:
-            yield remaining.pop()
+    # A job's order key changes only when its own tasks do, and each job is placed once, after it is
+    # yielded: the keys of the jobs still waiting are fixed for the whole walk (sorted once per leaf).
+    per_leaf: dict[int, list] = {}
+    for j in remaining:
+        per_leaf.setdefault(session.jobs[j].queue, []).append((job_order_key(session, j), j))
+    for lst in per_leaf.values():
+        lst.sort(reverse=True)  # the leaf's next job is last
+    left = len(remaining)
+    while left:
+        if left == 1:
+            yield next(iter(per_leaf.values()))[0][1]
             return
-        by_leaf: dict[int, int] = {}
-        for j in remaining:
-            q = session.jobs[j].queue
-            cur = by_leaf.get(q)
-            if cur is None or job_order_key(session, j) < job_order_key(session, cur):
-                by_leaf[q] = j
+        by_leaf = {q: lst[-1][1] for q, lst in per_leaf.items()}
         children: dict[int, set[int]] = {}
         roots: set[int] = set()
         for q in by_leaf:
@@ -145,7 +148,10 @@ def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None):
         while q in children:
             q = select(children[q])
         j = by_leaf[q]
-        remaining.remove(j)
+        per_leaf[q].pop()
+        if not per_leaf[q]:
+            del per_leaf[q]
+        left -= 1
         yield j
 
 
