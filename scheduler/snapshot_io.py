@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from . import placement as _placement  # noqa: F401  registers strategies (fragaware) in PLACEMENT_STRATEGIES
 from .errors import SnapshotError
 from .model import (
     ACTIONS,

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import model
 from ..errors import EngineError
-from . import binpack, spread
+from . import binpack, fragaware, spread
 
 
 class NodeStrategy(Protocol):
@@ -52,3 +52,4 @@ def get_strategy(name: str) -> NodeStrategy:
 
 register(binpack.NAME, binpack)
 register(spread.NAME, spread)
+register(fragaware.NAME, fragaware)

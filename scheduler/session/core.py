@@ -742,7 +742,11 @@ class Session:
         else:
             if fit.shared_fit is not None and self.config.placement.gpu == "binpack":
                 score += np.where(fit.shared_fit.any(axis=1), scores.GPU_SHARING, 0.0)
-            score += self.gpu_strategy.score(ns.non_allocated(GPU), ns.gpus, ns.ready)
+            task_score = getattr(self.gpu_strategy, "task_score", None)  # per-task strategies (fragaware)
+            if task_score is not None:
+                score += task_score(self, i, fit)
+            else:
+                score += self.gpu_strategy.score(ns.non_allocated(GPU), ns.gpus, ns.ready)
         nom = self.nominated.get(i)
         if nom is not None:
             score[nom] += scores.NOMINATED_NODE
