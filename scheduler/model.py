@@ -71,6 +71,7 @@ class SchedulerConfig:
     reclaimer_saturation_multiplier: float = 1.0
     min_runtime_resolve: str = "lca"
     schedule_period_s: float = 1.0
+    use_scheduling_signatures: bool = True
 
 
 @dataclass

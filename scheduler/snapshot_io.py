@@ -208,6 +208,7 @@ def _parse_config(doc: Any, errs: _Collector) -> SchedulerConfig:
         "reclaimer_saturation_multiplier": _num("count"),
         "min_runtime_resolve": lambda v, p, e: _string(v, p, e, choices=("lca", "queue")),
         "schedule_period_s": _num("seconds"),
+        "use_scheduling_signatures": _bool,
     }
     kw = _parse_fields(doc, spec, "config", errs)
     if "max_consolidation_preemptees" in kw:

@@ -21,6 +21,7 @@ from typing import Optional
 
 from ..ordering import JobsOrderByQueues
 from . import register_action
+from .signatures import SignatureSkips
 from .solver import Solver, sim_tasks_to_allocate
 from .victims import JobFacts, VictimQueue, eviction_triggers, node_gpu_capacity
 
@@ -82,6 +83,7 @@ def consolidation(session) -> None:
     solver = Solver(session, "consolidation", validator=lambda j, b: _all_reallocated(session, j, b),
                     victims_must_be_placed=True)
     limit = int(session.config.max_consolidation_preemptees)
+    signatures = SignatureSkips(session, "consolidation", per_queue=False)  # one table for all queues
     facts: Optional[JobFacts] = None
     while True:
         j = order.pop()
@@ -89,7 +91,10 @@ def consolidation(session) -> None:
             break
         popped.add(j)
         tasks = sim_tasks_to_allocate(session, j)
-        if not tasks or not enough_gpus(session, tasks):
+        if not tasks or signatures.skip(j):
+            continue
+        if not enough_gpus(session, tasks):
+            signatures.failed(j)  # a shortcut for an attempt that cannot succeed
             continue
         if facts is None:
             facts = JobFacts(session)
@@ -102,11 +107,13 @@ def consolidation(session) -> None:
             if sel.size:
                 victims[q] = sel
         if not victims:
+            signatures.failed(j)
             continue
         solution = solver.solve(j, VictimQueue(session, facts, victims, max_jobs=limit), tasks)
         if solution is None:
             if solver.exhausted:
                 break
+            signatures.failed(j)
             continue
         names = session.task_index
         for e in session.evictions[solution.first_eviction:]:

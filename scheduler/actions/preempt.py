@@ -21,6 +21,7 @@ import numpy as np
 from ..ordering import JobsOrderByQueues
 from . import register_action
 from .minruntime import elastic_victims_valid, preempt_min_runtime, protected_mask, runtime_by_queue
+from .signatures import SignatureSkips
 from .solver import Solver, sim_tasks_to_allocate
 from .victims import JobFacts, VictimQueue, eviction_triggers
 
@@ -38,6 +39,7 @@ def preempt(session) -> None:
         return
     order = JobsOrderByQueues(session, triggers)
     solver = Solver(session, "preempt")
+    signatures = SignatureSkips(session, "preempt", per_queue=True)
     facts: Optional[JobFacts] = None
     protected: Optional[np.ndarray] = None
     qs = session.queues
@@ -46,12 +48,13 @@ def preempt(session) -> None:
         if j is None:
             break
         tasks = sim_tasks_to_allocate(session, j)
-        if not tasks:
+        if not tasks or signatures.skip(j):
             continue
         info = session.jobs[j]
         if not info.preemptible:
             req = session.job_request(j, tasks, session.max_gpu_mem)
             if qs.non_preemptible_over_quota(info.queue, req) is not None:
+                signatures.failed(j)  # KAI checks this inside the attempt: a failure like any other
                 continue
         if facts is None:
             facts = JobFacts(session)
@@ -62,6 +65,7 @@ def preempt(session) -> None:
         order_q = facts.leaf_order(info.queue)
         sel = order_q[mask[order_q]]
         if not sel.size:
+            signatures.failed(j)
             continue
         solver.validator = lambda _j, batches: elastic_victims_valid(
             session, batches, lambda jj: preempt_min_runtime(session, session.jobs[jj].queue))
@@ -69,6 +73,7 @@ def preempt(session) -> None:
         if solution is None:
             if solver.exhausted:
                 break
+            signatures.failed(j)
             continue
         names = session.task_index
         for e in session.evictions[solution.first_eviction:]:

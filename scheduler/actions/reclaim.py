@@ -40,6 +40,7 @@ from ..ordering import JobsOrderByQueues
 from ..session import ACTIVE_ALLOCATED
 from . import register_action
 from .minruntime import elastic_victims_valid, protected_mask, reclaim_min_runtime, runtime_by_queue
+from .signatures import SignatureSkips
 from .solver import Solver, sim_tasks_to_allocate
 from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job
 
@@ -299,6 +300,7 @@ def reclaim(session) -> None:
         return
     order = JobsOrderByQueues(session, triggers)
     solver = Solver(session, "reclaim")
+    signatures = SignatureSkips(session, "reclaim", per_queue=True)
     facts: Optional[JobFacts] = None
     cands: Optional[_Candidates] = None
     while True:
@@ -311,11 +313,14 @@ def reclaim(session) -> None:
         req = session.job_request(j, tasks, session.min_gpu_mem)
         if not can_reclaim(session, j, req):
             continue
+        if signatures.skip(j):
+            continue
         if facts is None:
             facts = JobFacts(session)
             cands = _Candidates(session, facts)
         victims = cands.for_job(j, req)
         if not victims:
+            signatures.failed(j)
             continue
         validator = ReclaimValidator(session, j, req)
         solver.validator = validator
@@ -323,6 +328,7 @@ def reclaim(session) -> None:
         if solution is None:
             if solver.exhausted:
                 break
+            signatures.failed(j)
             continue
         names = session.task_index
         for e in session.evictions[solution.first_eviction:]:

@@ -159,6 +159,9 @@ class Session:
         self.job_reasons: dict[int, tuple[str, str, dict]] = {}  # why a job (still) waits, per job index
         self.started_jobs: set[int] = set()  # jobs that went from 0 to allocated tasks (LastStartTimestamp)
         self.skipped_actions: list[str] = []
+        # per eviction action: counters such as 'attempted' / 'skipped_by_signature' (actions/signatures.py)
+        self.action_stats: dict[str, dict[str, int]] = {}
+        self.signature_cache: dict[int, tuple] = {}
         # Bumped whenever resources are freed in-session (evict, un-pipeline). A cache of "this request
         # fits nowhere" is valid while free_epoch is unchanged, provided entries are recorded outside an
         # open statement (a rollback returns exactly to its checkpoint, so it frees nothing older).

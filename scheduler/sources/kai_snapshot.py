@@ -18,6 +18,7 @@ plugin ``minruntime`` args               ``default_{preempt,reclaim}_min_runtime
 ``maxNumberConsolidationPreemptees``     ``max_consolidation_preemptees``
 ``allowConsolidatingReclaim``            ``allow_consolidating_reclaim``
 ``schedulePeriod``                       ``schedule_period_s`` (ns → s)
+``useSchedulingSignatures``              ``use_scheduling_signatures``
 ======================================== ==============================================
 
 Structural problems (not a zip, truncated, no ``snapshot.json``, invalid JSON, a section of the wrong type, a bad
@@ -203,6 +204,11 @@ def scheduler_config(doc: dict, where: str = MEMBER) -> tuple[SchedulerConfig, l
         if not isinstance(acr, bool):
             raise bad("schedulerParams.allowConsolidatingReclaim", f"expected true or false, got {acr!r}")
         cfg.allow_consolidating_reclaim = acr
+    uss = params.get("useSchedulingSignatures")
+    if uss is not None:
+        if not isinstance(uss, bool):
+            raise bad("schedulerParams.useSchedulingSignatures", f"expected true or false, got {uss!r}")
+        cfg.use_scheduling_signatures = uss
     if params.get("fullHierarchyFairness") is False:
         notes.append(SourceWarning("SchedulerConfig", None, "schedulerParams", "fullHierarchyFairness",
                                    "project-level fairness (false) is not modelled: the full queue hierarchy is used",
