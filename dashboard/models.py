@@ -20,6 +20,7 @@ import pandas as pd
 import param
 
 from scheduler.model import RESOURCES
+from scheduler.placement import NODE_STRATEGIES
 
 from . import frames
 from .state import LiveState, Tick
@@ -362,7 +363,8 @@ class WhatIfModel(ViewModel):
     priority = param.Integer(default=100)
     pool = param.Selector(default=None, objects=[], allow_None=True, doc="node pool to grow or shrink")
     node_delta = param.Integer(default=0, bounds=(-512, 512), doc="nodes added (+) or removed (-) in the pool")
-    placement_gpu = param.Selector(default=UNCHANGED, objects=[UNCHANGED, "binpack", "spread"])
+    # every registered node strategy: binpack, spread, fragaware ("what if KAI placed fragmentation-aware?")
+    placement_gpu = param.Selector(default=UNCHANGED, objects=[UNCHANGED, *NODE_STRATEGIES])
     gpu_device_order = param.Selector(default=UNCHANGED, objects=[UNCHANGED, "pack", "spread"])
     k_value = param.Number(default=None, allow_None=True, bounds=(0, None))
     demand_scale = param.Number(default=1.0, bounds=(0, 4))

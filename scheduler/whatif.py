@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from . import placement as _placement  # noqa: F401  registers strategies (fragaware) in PLACEMENT_STRATEGIES
 from .errors import SnapshotError
 from .fairshare import cluster_total, compute_fair_share, fair_share_table
 from .model import (
@@ -93,7 +94,8 @@ class WhatIf:
       "over_quota_weight": 2}}}``
     - ``nodes``: ``{pool: +N | -N}``: add N clones of the pool's first node, or remove N of its nodes (the least
       allocated first, then the last by name); tasks on removed nodes go back to pending.
-    - ``placement_gpu`` / ``placement_cpu``: ``binpack`` | ``spread``; ``gpu_device_order``: ``pack`` | ``spread``.
+    - ``placement_gpu`` / ``placement_cpu``: ``binpack`` | ``spread`` | ``fragaware`` (any registered
+      node strategy, :data:`scheduler.placement.NODE_STRATEGIES`); ``gpu_device_order``: ``pack`` | ``spread``.
     - ``k_value``: time-based fair-share k.
     - ``demand_scale``: multiply the pending jobs: 1.5 clones every other pending job once more, 0.5 drops every
       other one, 2 clones each once (deterministic: pending jobs ordered by creation time, then key).
