@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections import defaultdict
 from types import SimpleNamespace
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -267,13 +266,11 @@ jobs:
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "engine reporting bug found by these property tests: after consolidation, a pipelined whole-GPU task "
-    "(j4-t3) is reported on gpu_index 0 of n3 where the pipelined shared GPU of j3-t1 sits, while device 1 "
-    "is free after releases (KAI's node-level count is fine; the per-device forecast the GPU view draws is "
-    "not). Remove this mark once fixed."))
 def test_a_pipelined_whole_gpu_is_reported_on_a_device_of_its_own():
+    """After consolidation j3-t1's shared GPU is pipelined onto n3's releasing device 0; j4-t3 (one whole
+    GPU, pipelined) must take device 1, not device 0 again."""
     result = run_session(loads_snapshot(CONSOLIDATION_INDEX))
+    assert result.tasks["j3-t1"].gpu_indices == [0] and result.tasks["j4-t3"].gpu_indices == [1]
     assert node_problems(result.snapshot) == []
     assert pipelined_index_collisions(result.snapshot) == []
 

@@ -246,8 +246,11 @@ class NodeState:
         idle = np.nonzero(exists & (self.slot_whole[n] == SLOT_FREE) & no_group)[0].tolist()
         if not pipelined:
             return idle[:k]
-        releasing = np.nonzero(exists & (self.slot_whole[n] == SLOT_RELEASING))[0].tolist()
-        releasing_shared = np.nonzero(exists & self.sh_marked[n])[0].tolist()
+        # A releasing device that a pipelined shared GPU already took is not free to pipeline onto
+        # (sh_used - sh_alloc is the pipelined memory on the device).
+        taken = (self.sh_used[n] - self.sh_alloc[n]) > 1e-9
+        releasing = np.nonzero(exists & (self.slot_whole[n] == SLOT_RELEASING) & no_group)[0].tolist()
+        releasing_shared = np.nonzero(exists & self.sh_marked[n] & ~taken)[0].tolist()
         return (releasing + releasing_shared + idle)[:k]
 
     def new_group_slot(self, n: int, releasing: bool) -> int:
