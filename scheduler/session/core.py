@@ -775,6 +775,8 @@ class Session:
         (their per-node quota check depends on the queue) and strategies without ``local_score`` are scored
         in full each time.
         """
+        if self.nodes.n == 0:
+            return -1  # an empty cluster (e.g. nodes not readable yet): nothing fits anywhere
         if fit is not None:
             if not fit.fits.any():
                 return -1
