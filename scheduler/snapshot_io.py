@@ -487,17 +487,33 @@ def _cross_check(snap: Snapshot, errs: _Collector, placement: bool = True) -> No
                 continue
             if t.node is None or not placement:
                 continue
-            node = nodes[t.node]
-            if t.is_gpu and node.gpus == 0:
-                errs.add(f"{tp}.node", f"GPU task placed on node {node.name!r} which has no GPUs")
-            for i, gi in enumerate(t.gpu_indices):
-                if not 0 <= gi < node.gpus:
-                    errs.add(f"{tp}.gpu_index", f"GPU index {gi} out of range for node {node.name!r} with {node.gpus} GPUs")
-            if t.gpu_memory_mib is not None and node.gpu_memory_mib and t.gpu_memory_mib > node.gpu_memory_mib:
-                errs.add(f"{tp}.gpu_memory_mib", f"{t.gpu_memory_mib:g} MiB exceeds node {node.name!r} GPU memory {node.gpu_memory_mib:g} MiB")
+            _check_placement(t, tp, nodes[t.node], errs)
     for qname, res in snap.usage.items():
         if qname not in queues:
             errs.add(f"usage.{qname}", f"usage for unknown queue {qname!r}")
+
+
+def _check_placement(t: Task, tp: str, node: Node, errs: _Collector) -> None:
+    """The checks of a placed task against its node's fields (GPUs, device index range, GPU memory)."""
+    if t.is_gpu and node.gpus == 0:
+        errs.add(f"{tp}.node", f"GPU task placed on node {node.name!r} which has no GPUs")
+    for i, gi in enumerate(t.gpu_indices):
+        if not 0 <= gi < node.gpus:
+            errs.add(f"{tp}.gpu_index", f"GPU index {gi} out of range for node {node.name!r} with {node.gpus} GPUs")
+    if t.gpu_memory_mib is not None and node.gpu_memory_mib and t.gpu_memory_mib > node.gpu_memory_mib:
+        errs.add(f"{tp}.gpu_memory_mib", f"{t.gpu_memory_mib:g} MiB exceeds node {node.name!r} GPU memory {node.gpu_memory_mib:g} MiB")
+
+
+def job_placement_problems(job: Job, nodes: dict[str, Node]) -> list[tuple[str, str]]:
+    """The task-on-node problems of one (valid) job against ``nodes`` by name: what the cross checks with
+    ``placement`` report for its tasks (tasks on unknown nodes are a reference problem, not checked here)."""
+    errs = _Collector()
+    jp = f"jobs[{job.name}]"
+    for t in job.tasks:
+        node = nodes.get(t.node) if t.node is not None else None
+        if node is not None:
+            _check_placement(t, f"{jp}.tasks[{t.name}]", node, errs)
+    return errs.problems
 
 
 def _parse_usage(doc: Any, errs: _Collector) -> dict[str, dict[str, float]]:
@@ -682,9 +698,16 @@ def _task_ok(t: Task, subgroups: set) -> bool:
     groups, indices = t.gpu_groups, t.gpu_indices
     if type(groups) is not list or type(indices) is not list:
         return False
-    if not all(_name(g) for g in groups) or not all(_count(i) for i in indices):
-        return False
-    if not _opt_name(t.subgroup) or (t.subgroup is not None and t.subgroup not in subgroups):
+    for g in groups:
+        if type(g) is not str or not g:
+            return False
+    for i in indices:
+        if type(i) is not int or i < 0:  # ints below 2**1023 in practice; larger ones fail _count below
+            return False
+        if i >= _BIG:
+            return False
+    sub = t.subgroup
+    if sub is not None and (type(sub) is not str or sub not in subgroups):
         return False
     if t.creation_time is not None and not _finite(t.creation_time):
         return False
@@ -699,23 +722,26 @@ def _job_ok(j: Job) -> bool:
         return False
     if j.preemptible is not None and type(j.preemptible) is not bool:
         return False
-    for key in ("last_start_time", "stale_since", "last_eviction_time", "stale_grace_period_s"):
-        value = getattr(j, key)
+    for value in (j.last_start_time, j.stale_since, j.last_eviction_time, j.stale_grace_period_s):
         if value is not None and not _finite(value):
             return False
-    for key in ("preemption_delay_s", "duration_s"):
-        value = getattr(j, key)
+    for value in (j.preemption_delay_s, j.duration_s):
         if value is not None and not _nonneg(value):
             return False
-    if type(j.subgroups) is not list or type(j.tasks) is not list:
+    subgroups, tasks = j.subgroups, j.tasks
+    if type(subgroups) is not list or type(tasks) is not list:
         return False
-    if not all(type(sg) is SubGroup and _name(sg.name) and _count(sg.min_available) for sg in j.subgroups):
-        return False
-    tasks = j.tasks
+    names = set()
+    for sg in subgroups:
+        if type(sg) is not SubGroup or not _name(sg.name) or not _count(sg.min_available):
+            return False
+        names.add(sg.name)
     if not tasks or j.min_available > len(tasks):
         return False
-    names = {sg.name for sg in j.subgroups}
-    return all(type(t) is Task and _task_ok(t, names) for t in tasks)
+    for t in tasks:
+        if type(t) is not Task or not _task_ok(t, names):
+            return False
+    return True
 
 
 def node_checked(node: Node, index: int, errs: _Collector) -> Optional[Node]:

@@ -23,8 +23,12 @@ field; conversion itself never raises for bad objects.
 
 from __future__ import annotations
 
+import bisect
+import gc
+import itertools
 import re
-from collections import defaultdict
+import threading
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
@@ -41,7 +45,8 @@ from ..model import (
     SubGroup,
     Task,
 )
-from ..snapshot_io import validate
+from ..snapshot_io import (_Collector, cross_check_problems, job_checked, job_placement_problems, node_checked,
+                           queue_checked, validate)
 from .k8s_parse import BadField, duration, gpu_memory_label_mib, integer, number, quantity, timestamp
 from .warnings import SourceWarning
 
@@ -578,179 +583,646 @@ def convert(raw: RawObjects, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME, ti
     ``available`` names the resource types that were actually read (``"queues"``, ``"podgroups"``, ...); a type
     that could not be read (e.g. forbidden) is worked around rather than treated as empty: without queues, the
     queues jobs name are synthesised; without podgroups, pods are grouped by their ``pod-group-name`` annotation.
+    One-shot: a live source keeps an :class:`IncrementalConverter` instead.
     """
-    available = set(RESOURCE_KINDS) if available is None else set(available)
-    warn = _Warnings()
-    pcs = convert_priority_classes(raw.priorityclasses, warn)
+    converter = IncrementalConverter(scheduler_name=scheduler_name, config=config, queue_label_key=queue_label_key)
+    return converter.convert(raw, time=time, available=available)
 
-    nodes: dict[str, Node] = {}
-    for obj in raw.nodes:
+
+# ---------------------------------------------------------------------------------------------- incremental
+
+class _Entry:
+    """One raw object and what it converts to on its own (cached while its resourceVersion is unchanged)."""
+
+    __slots__ = ("key", "obj", "rv", "seq", "value", "warnings", "kind", "job_key")
+
+    def __init__(self, key: str, obj: Any, seq: int) -> None:
+        self.key, self.obj, self.seq = key, obj, seq
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        self.rv = rv if isinstance(rv, str) and rv else None
+        self.value: Any = None
+        self.warnings: list[SourceWarning] = []
+        self.kind: Optional[str] = None
+        self.job_key: Optional[tuple[str, str]] = None
+
+
+class _JobResult:
+    """A job as built from its members and what it depended on (rebuilt when any of those change)."""
+
+    __slots__ = ("job", "queue", "warnings", "conditions", "external", "nodes", "problems")
+
+    def __init__(self) -> None:
+        self.job: Optional[Job] = None
+        self.queue: str = ""  # the queue its PodGroup (or pod) names, before any defaulting
+        self.warnings: list[SourceWarning] = []
+        self.conditions: list = []
+        self.external: list[Task] = []  # active tasks counted as external load on their nodes
+        self.nodes: set[str] = set()
+        self.problems: list = []
+
+
+def _clone(obj):
+    """Shallow copy of a plain dataclass instance (much cheaper than ``dataclasses.replace``)."""
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    return new
+
+
+def _keyed(objects: Any) -> Iterable[tuple[str, Any]]:
+    """``(key, object)`` pairs: a mapping as given (a watch cache: ``namespace/name`` keys), or a list keyed by
+    ``namespace/name`` (repeated or missing names get position-based keys, so nothing is merged or lost)."""
+    if isinstance(objects, dict):
+        return objects.items()
+    out = []
+    seen: set[str] = set()
+    for i, obj in enumerate(objects):
         ns, name = _meta(obj)
+        key = f"{ns or ''}/{name}" if name is not None else f"\x00{i}"
+        if key in seen:
+            key = f"{key}\x00{i}"
+        seen.add(key)
+        out.append((key, obj))
+    return out
+
+
+class IncrementalConverter:
+    """:func:`convert` that remembers: each object is converted (and validated) once per resourceVersion, and
+    each job is rebuilt only when one of its inputs changed (its pods, its PodGroup, its BindRequests, the nodes
+    its pods name, the reservation pods on those nodes); queues, priority classes or the readable resource types
+    changing rebuild every job. The result is the same as a fresh :func:`convert` of the same objects.
+
+    :meth:`convert` takes :class:`RawObjects` (lists) or ``{resource: {key: object}}`` (a watch cache). An object
+    is unchanged when it is the same dict, or has the same key and resourceVersion. Snapshots of successive
+    calls share unchanged :class:`~scheduler.model.Job`, :class:`~scheduler.model.Task` and queue objects
+    (nodes are new each time): treat them as read-only. Thread-safe (calls are serialised).
+    """
+
+    def __init__(self, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME, config: Optional[SchedulerConfig] = None,
+                 queue_label_key: str = DEFAULT_QUEUE_LABEL_KEY) -> None:
+        self.scheduler_name = scheduler_name
+        self.config = config
+        self.queue_label_key = queue_label_key
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._seq = itertools.count()
+        self._stores: dict[str, dict[str, _Entry]] = {r: {} for r in ("nodes", "queues", "podgroups", "pods")}
+        self._pcs_signature: Any = None
+        self._inputs_signature: Any = None
+        self._node_templates: dict[str, Node] = {}
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._group_warnings: list[SourceWarning] = []
+        self._binds: dict[str, dict] = {}
+        self._reserved: dict[tuple[str, str], int] = {}
+        self._members: dict[tuple[str, str], dict[str, _Entry]] = {}
+        self._order: list[tuple[str, str]] = []  # job keys with members, sorted
+        self._results: dict[tuple[str, str], _JobResult] = {}
+        self._jobs_by_node: dict[str, set] = defaultdict(set)
+        self._by_kind: dict[str, dict[str, _Entry]] = {"utility": {}, "external": {}}
+        self._pod_warnings: dict[str, _Entry] = {}
+        self._grouping_warnings: dict[str, tuple[int, SourceWarning]] = {}
+        self._flagged: dict[str, set] = {"warnings": set(), "external": set(), "conditions": set(), "problems": set()}
+        self._out_keys: list[tuple[str, str]] = []
+        self._out_jobs: list[Job] = []
+        self._name_counts: dict[str, dict[str, int]] = {"job": {}, "task": {}}
+        self._repeated = {"job": 0, "task": 0}  # names held by more than one job / task
+        self._versions: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------------------------------ stage 1
+
+    def _sync(self, resource: str, objects: Any, make, version: Any = None) -> tuple[list[_Entry], list[_Entry], bool]:
+        """Bring one store up to date: ``(fresh entries, dropped entries, order kept)``. A modified object keeps
+        its place (sequence number); new ones go last, as in the watch cache. ``version``: the caller's change
+        counter for this resource; when it is the one of the last call, nothing is read."""
+        if version is not None and self._versions.get(resource) == version:
+            return [], [], True
+        self._versions[resource] = version
+        store = self._stores[resource]
+        new: dict[str, _Entry] = {}
+        fresh: list[_Entry] = []
+        dropped: list[_Entry] = []
+        last = -1
+        ordered = True
+        kept = 0
+        for key, obj in _keyed(objects):
+            e = store.get(key)
+            if e is not None:
+                kept += 1
+                if e.obj is not obj:
+                    meta = obj.get("metadata") if isinstance(obj, dict) else None
+                    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+                    if e.rv is None or rv != e.rv:
+                        dropped.append(e)
+                        e = _Entry(key, obj, e.seq)
+                        make(e)
+                        fresh.append(e)
+                    else:
+                        e.obj = obj
+            else:
+                e = _Entry(key, obj, next(self._seq))
+                make(e)
+                fresh.append(e)
+            if e.seq < last:
+                ordered = False
+            last = e.seq
+            new[key] = e
+        if kept != len(store):
+            dropped.extend(e for k, e in store.items() if k not in new)
+        if not ordered:  # a relist in another order: the new order is the raw order from now on
+            for seq, e in enumerate(new.values()):
+                e.seq = seq
+        self._stores[resource] = new
+        return fresh, dropped, ordered
+
+    def _make_node(self, e: _Entry) -> None:
+        warn = _Warnings()
+        _, name = _meta(e.obj)
         try:
-            node = convert_node(obj, warn)
+            e.value = convert_node(e.obj, warn)
         except BadField as exc:
             warn.add("Node", None, name, exc.field, exc.message)
-            continue
-        if node.name in nodes:
-            warn.add("Node", None, node.name, "metadata.name", "duplicate node")
-            continue
-        nodes[node.name] = node
+        e.warnings = warn.items
 
-    queues: list[Queue] = []
-    seen_queues: set[str] = set()
-    for obj in raw.queues:
-        _, name = _meta(obj)
+    def _make_queue(self, e: _Entry) -> None:
+        _, name = _meta(e.obj)
         try:
-            q = convert_queue(obj)
+            e.value = convert_queue(e.obj)
         except BadField as exc:
-            warn.add("Queue", None, name, exc.field, exc.message)
-            continue
-        if q.name in seen_queues:
-            warn.add("Queue", None, q.name, "metadata.name", "duplicate queue")
-            continue
-        seen_queues.add(q.name)
-        queues.append(q)
-    queues = _drop_orphan_queues(queues, warn)
+            e.warnings = [SourceWarning("Queue", None, name, exc.field, exc.message, True)]
 
-    groups: dict[tuple[str, str], _Group] = {}
-    for obj in raw.podgroups:
-        ns, name = _meta(obj)
+    def _make_podgroup(self, e: _Entry, pcs: "PriorityClasses") -> None:
+        warn = _Warnings()
+        ns, name = _meta(e.obj)
         try:
-            g = convert_pod_group(obj, pcs, warn)
+            g = convert_pod_group(e.obj, pcs, warn)
+            e.job_key = (g.job.namespace or "default", g.job.name)
         except BadField as exc:
             warn.add("PodGroup", ns, name, exc.field, exc.message)
+            g = None
             if name is not None:
                 g = _Group(job=Job(name=name, namespace=ns, queue=""), invalid=f"{exc.field}: {exc.message}")
-                groups[(ns or "default", name)] = g
-            continue
-        groups[(g.job.namespace or "default", g.job.name)] = g
+                e.job_key = (ns or "default", name)
+        e.value = g
+        e.warnings = warn.items
 
-    binds: dict[str, dict] = {}
-    for obj in raw.bindrequests:
-        ns, name = _meta(obj)
-        spec = obj.get("spec") if isinstance(obj, dict) else None
-        if not isinstance(spec, dict) or not isinstance(spec.get("podName"), str):
-            warn.add("BindRequest", ns, name, "spec.podName", "missing")
-            continue
-        if _dict(obj, "status").get("phase") == "Failed":
-            continue  # a failed bind leaves the pod pending
-        binds[f"{ns or 'default'}/{spec['podName']}"] = spec
-
-    reserved: dict[tuple[str, str], int] = {}
-    kai_pods: list[_Pod] = []
-    external_pods = 0
-    for obj in raw.pods:
+    def _make_pod(self, e: _Entry) -> None:
+        obj = e.obj
         ns, name = _meta(obj)
         try:
             pod = _read_pod(obj)
         except BadField as exc:
-            warn.add("Pod", ns, name, exc.field, exc.message)
-            continue
+            e.kind, e.warnings = "bad", [SourceWarning("Pod", ns, name, exc.field, exc.message, True)]
+            return
+        e.value = pod
         if _is_utility(pod):
+            e.kind = "utility"
             group = pod.labels.get(LABEL_GPU_GROUP)
             idx = pod.annotations.get(ANN_RESERVED_INDEX)
             if pod.node and group and idx is not None and pod.phase in ("Running", "Pending"):
                 try:
-                    reserved[(pod.node, group)] = int(idx.strip())
-                    if reserved[(pod.node, group)] < 0:
+                    index = int(idx.strip())
+                    if index < 0:
                         raise ValueError
+                    e.job_key = (pod.node, group, index)  # a reservation: (node, group, device index)
                 except ValueError:
-                    reserved.pop((pod.node, group), None)
-                    warn.add("Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_RESERVED_INDEX}",
-                             f"expected a GPU index (whole number >= 0), got {idx!r}")
-            continue
+                    e.job_key = (pod.node, group, None)  # a bad one removes the group's index
+                    e.warnings = [SourceWarning("Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_RESERVED_INDEX}",
+                                                f"expected a GPU index (whole number >= 0), got {idx!r}", True)]
+            return
         sched = _dict(obj, "spec").get("schedulerName") or "default-scheduler"
-        if sched != scheduler_name:
+        if sched != self.scheduler_name:
+            e.kind = "external"
+            return
+        e.kind = "kai"
+        pg = pod.annotations.get(ANN_POD_GROUP)
+        e.job_key = (pod.ns, pg or pod.name)
+
+    # ------------------------------------------------------------------------------------------ convert
+
+    def convert(self, raw: Any, *, time: float = 0.0, available: Optional[set[str]] = None,
+                versions: Optional[dict[str, Any]] = None) -> Conversion:
+        """The snapshot of ``raw`` now (see the class docstring). ``versions``: a change counter per resource
+        type (a watch cache's); a resource whose counter did not move since the last call is not re-read."""
+        with self._lock:
+            # The cyclic GC is paused while converting (as run_session does): conversion makes no reference
+            # cycles, and each collection would walk every cached API object (about a third of the time).
+            was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                return self._convert(raw, time, available, versions or {})
+            finally:
+                if was_enabled:
+                    gc.enable()
+
+    def _convert(self, raw: Any, time: float, available: Optional[set[str]], versions: dict[str, Any]) -> Conversion:
+        def get(name: str):
+            return getattr(raw, name) if isinstance(raw, RawObjects) else raw.get(name, ())
+
+        available = set(RESOURCE_KINDS) if available is None else set(available)
+        warn = _Warnings()
+        pcs = convert_priority_classes(list(v for _, v in _keyed(get("priorityclasses"))), warn)
+        self._pcs = pcs
+        pcs_signature = (tuple(sorted(pcs.values.items())), pcs.default)
+        if pcs_signature != self._pcs_signature:
+            self._stores["podgroups"] = {}  # group priorities come from the classes
+            self._versions.pop("podgroups", None)
+        self._pcs_signature = pcs_signature
+
+        # nodes: templates (converted once per version); duplicates keep the first, as before
+        fresh_n, dropped_n, ordered_n = self._sync("nodes", get("nodes"), self._make_node, versions.get("nodes"))
+        templates: dict[str, Node] = {}
+        for e in self._stores["nodes"].values():
+            warn.items.extend(e.warnings)
+            node = e.value
+            if node is None:
+                continue
+            if node.name in templates:
+                warn.add("Node", None, node.name, "metadata.name", "duplicate node")
+                continue
+            templates[node.name] = node
+        old_templates = self._node_templates
+        changed_nodes = {n for n, t in templates.items() if old_templates.get(n) is not t}
+        changed_nodes.update(n for n in old_templates if n not in templates)
+        self._node_templates = templates
+
+        # queues: few; structure (names, parents) changes rebuild every job
+        self._sync("queues", get("queues"), self._make_queue, versions.get("queues"))
+        queues: list[Queue] = []
+        seen_queues: set[str] = set()
+        for e in self._stores["queues"].values():
+            warn.items.extend(e.warnings)
+            q = e.value
+            if q is None:
+                continue
+            if q.name in seen_queues:
+                warn.add("Queue", None, q.name, "metadata.name", "duplicate queue")
+                continue
+            seen_queues.add(q.name)
+            queues.append(q)
+        queues = _drop_orphan_queues(queues, warn)
+
+        # pod groups
+        fresh_g, dropped_g, ordered_g = self._sync("podgroups", get("podgroups"),
+                                                   lambda e: self._make_podgroup(e, pcs), versions.get("podgroups"))
+        old_groups = self._groups
+        changed_groups: set[tuple[str, str]] = set()
+        if fresh_g or dropped_g or not ordered_g:
+            groups: dict[tuple[str, str], _Group] = {}
+            group_warnings: list[SourceWarning] = []
+            for e in self._stores["podgroups"].values():
+                group_warnings.extend(e.warnings)
+                if e.value is not None:
+                    groups[e.job_key] = e.value
+            self._groups, self._group_warnings = groups, group_warnings
+            candidates = {e.job_key for e in fresh_g + dropped_g if e.job_key is not None}
+            if not ordered_g or len(candidates) > len(groups) // 2:
+                candidates = set(groups) | set(old_groups)
+            changed_groups = {k for k in candidates if old_groups.get(k) is not groups.get(k)}
+        groups = self._groups
+        warn.items.extend(self._group_warnings)
+
+        # bind requests: few, read every time
+        binds: dict[str, dict] = {}
+        for _, obj in _keyed(get("bindrequests")):
+            ns, name = _meta(obj)
+            spec = obj.get("spec") if isinstance(obj, dict) else None
+            if not isinstance(spec, dict) or not isinstance(spec.get("podName"), str):
+                warn.add("BindRequest", ns, name, "spec.podName", "missing")
+                continue
+            if _dict(obj, "status").get("phase") == "Failed":
+                continue  # a failed bind leaves the pod pending
+            binds[f"{ns or 'default'}/{spec['podName']}"] = spec
+        changed_binds = {k for k, v in binds.items() if self._binds.get(k) is not v}
+        changed_binds.update(k for k in self._binds if k not in binds)
+        self._binds = binds
+
+        # pods
+        fresh_p, dropped_p, ordered_p = self._sync("pods", get("pods"), self._make_pod, versions.get("pods"))
+        signature = (tuple((q.name, q.parent) for q in queues), frozenset(available), self.scheduler_name)
+        full = (signature != self._inputs_signature or not (ordered_n and ordered_g and ordered_p)
+                or pcs_signature != getattr(self, "_built_pcs", None))
+        self._inputs_signature, self._built_pcs = signature, pcs_signature
+        dirty: set[tuple[str, str]] = set(changed_groups)
+        self._new_keys: list[tuple[str, str]] = []
+        for e in dropped_p:
+            self._unindex_pod(e, dirty)
+        for e in fresh_p:
+            self._index_pod(e, dirty)
+        if len(self._new_keys) > 64:
+            self._order = sorted(self._members)
+        else:
+            for k in self._new_keys:
+                if k in self._members:
+                    bisect.insort(self._order, k)
+        pods_store = self._stores["pods"]
+        for key in changed_binds:
+            e = pods_store.get(key)
+            if e is not None and e.kind == "kai":
+                dirty.add(e.job_key)
+        for e in sorted(self._pod_warnings.values(), key=lambda x: x.seq):
+            warn.items.extend(e.warnings)
+
+        # reservation pods -> GPU index of each (node, group), in pod order (a bad index removes the entry)
+        reserved: dict[tuple[str, str], int] = {}
+        for e in sorted(self._by_kind["utility"].values(), key=lambda x: x.seq):
+            if e.job_key is not None:
+                node, group, index = e.job_key
+                if index is None:
+                    reserved.pop((node, group), None)
+                else:
+                    reserved[(node, group)] = index
+        changed_nodes.update(n for (n, g), i in reserved.items() if self._reserved.get((n, g)) != i)
+        changed_nodes.update(n for (n, g) in self._reserved if (n, g) not in reserved)
+        self._reserved = reserved
+
+        # this snapshot's nodes: fresh copies of the templates, with other schedulers' pods as external load
+        nodes = {}
+        for name, t in templates.items():
+            node = nodes[name] = _clone(t)
+            node.external = _clone(t.external)
+        external_pods = 0
+        for e in sorted(self._by_kind["external"].values(), key=lambda x: x.seq):
+            pod = e.value
             if _is_active_on_node(pod) and pod.node in nodes:
                 _add_external(nodes[pod.node], pod.requests)
                 external_pods += 1
-            continue
-        kai_pods.append(pod)
 
-    if "queues" not in available:
-        warn.add("queues.scheduling.run.ai", None, None, None,
-                 "queues could not be read: queues named by jobs are synthesised (quota 0, no limit, weight 1)")
+        if "queues" not in available:
+            warn.add("queues.scheduling.run.ai", None, None, None,
+                     "queues could not be read: queues named by jobs are synthesised (quota 0, no limit, weight 1)")
 
-    # Group KAI pods into jobs.
-    members: dict[tuple[str, str], list[_Pod]] = defaultdict(list)
-    standalone: dict[tuple[str, str], _Group] = {}
-    for pod in kai_pods:
-        pg = pod.annotations.get(ANN_POD_GROUP)
-        if pg and (pod.ns, pg) in groups:
-            members[(pod.ns, pg)].append(pod)
-            continue
-        if pg and "podgroups" in available:
-            warn.add("Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_POD_GROUP}",
-                     f"PodGroup {pg!r} not found: grouped by the annotation with minMember 1", skipped=False)
-        job_name = pg or pod.name
-        key = (pod.ns, job_name)
-        if key not in standalone:
-            standalone[key] = _standalone_group(pod, job_name, pcs, queue_label_key)
-        members[key].append(pod)
+        # jobs: rebuild the dirty ones
+        if full:
+            dirty = set(self._members)
+            self._results = {}
+            self._jobs_by_node = defaultdict(set)
+            for flagged in self._flagged.values():
+                flagged.clear()
+            self._name_counts = {"job": {}, "task": {}}
+            self._repeated = {"job": 0, "task": 0}
+        for node in changed_nodes:
+            dirty.update(self._jobs_by_node.get(node, ()))
+        queue_names = {q.name for q in queues}
+        parents = {q.parent for q in queues if q.parent}
+        for key in dirty:
+            self._build_job(key, groups, binds, templates, reserved, available, queue_names, parents, count=not full)
+        if full:
+            self._count_all_names()
+        for _, w in sorted(self._grouping_warnings.values(), key=lambda x: x[0]):
+            warn.items.append(w)
 
-    all_groups = {**standalone, **groups}
-    if "queues" not in available:
-        names = sorted({g.job.queue or DEFAULT_QUEUE_NAME for k, g in all_groups.items() if k in members})
-        queues = [Queue(name=n, gpu=QueueResource(0, -1, 1), cpu=QueueResource(0, -1, 1),
-                        memory=QueueResource(0, -1, 1)) for n in names]
-    queue_names = {q.name for q in queues}
-    parents = {q.parent for q in queues if q.parent}
+        if "queues" not in available:  # synthesised from the queues the jobs name
+            names = sorted({self._results[key].queue or DEFAULT_QUEUE_NAME for key in self._order})
+            queues = [Queue(name=n, gpu=QueueResource(0, -1, 1), cpu=QueueResource(0, -1, 1),
+                            memory=QueueResource(0, -1, 1)) for n in names]
 
-    jobs: list[Job] = []
-    conditions: dict[str, list[dict]] = {}
-    for key in sorted(members):
-        group = all_groups[key]
-        job = group.job
+        results = self._results
+        jobs = self._output_jobs(dirty, full)
+        for key in sorted(self._flagged["warnings"]):
+            warn.items.extend(results[key].warnings)
+        for key in sorted(self._flagged["external"]):
+            external_pods += _tasks_to_external(results[key].external, nodes)
+        conditions = {results[key].job.key: results[key].conditions for key in sorted(self._flagged["conditions"])}
+        snap = Snapshot(nodes=list(nodes.values()), queues=queues, jobs=jobs, config=self.config or SchedulerConfig(),
+                        time=time)
+        # Each job was validated when it was built (on its own, and against the nodes its tasks name: a node
+        # change rebuilds the jobs on it). Per snapshot only the cross-object checks are left; anything wrong
+        # takes the full check-and-prune path, which reports it exactly.
+        errs = _Collector()
+        objects_ok = (all(node_checked(n, i, errs) is n for i, n in enumerate(snap.nodes))
+                      and all(queue_checked(q, i, errs) is q for i, q in enumerate(snap.queues)))
+        if self._flagged["problems"] or not objects_ok or not self._cross_checks_pass(snap):
+            _validate_or_prune(snap, warn)
+        return Conversion(snapshot=snap, warnings=warn.items, scheduling_conditions=conditions,
+                          external_pods=external_pods)
+
+    # ------------------------------------------------------------------------------------------ output
+
+    def _output_jobs(self, dirty: set, full: bool) -> list[Job]:
+        """The snapshot's job list (sorted by key): the previous one with the rebuilt jobs put in, taken out or
+        replaced (a new list: earlier snapshots keep theirs)."""
+        results = self._results
+        if full or len(dirty) > 1000:
+            pairs = [(k, j) for k in self._order if (j := results[k].job) is not None]
+            keys = [k for k, _ in pairs]
+            jobs = [j for _, j in pairs]
+        else:
+            keys, jobs = list(self._out_keys), list(self._out_jobs)
+            for key in sorted(dirty):
+                r = results.get(key)
+                job = r.job if r is not None else None
+                i = bisect.bisect_left(keys, key)
+                present = i < len(keys) and keys[i] == key
+                if job is None and present:
+                    del keys[i], jobs[i]
+                elif job is not None and present:
+                    jobs[i] = job
+                elif job is not None:
+                    keys.insert(i, key)
+                    jobs.insert(i, job)
+        self._out_keys, self._out_jobs = keys, jobs
+        return jobs
+
+    def _cross_checks_pass(self, snap: Snapshot) -> bool:
+        """The per-snapshot cross-object checks, on jobs each valid on its own and against its nodes and queue:
+        nodes and queues (duplicates, parents, cycles), job keys and task names unique (counted as jobs are
+        built)."""
+        if cross_check_problems(Snapshot(nodes=snap.nodes, queues=snap.queues), placement=False):
+            return False
+        return self._repeated["job"] == 0 and self._repeated["task"] == 0
+
+    def _count_all_names(self) -> None:
+        jobs = [r.job for r in self._results.values() if r.job is not None]
+        self._name_counts = {"job": Counter(j.key for j in jobs), "task": Counter(t.name for j in jobs for t in j.tasks)}
+        self._repeated = {kind: sum(1 for n in counts.values() if n > 1) for kind, counts in self._name_counts.items()}
+
+    def _count_names(self, r: "_JobResult", sign: int) -> None:
+        if r.job is None:
+            return
+        for kind, names in (("job", (r.job.key,)), ("task", [t.name for t in r.job.tasks])):
+            counts = self._name_counts[kind]
+            for name in names:
+                before = counts.get(name, 0)
+                after = before + sign
+                if after:
+                    counts[name] = after
+                else:
+                    del counts[name]
+                if before > 1 and after <= 1:
+                    self._repeated[kind] -= 1
+                elif before <= 1 and after > 1:
+                    self._repeated[kind] += 1
+
+    # ------------------------------------------------------------------------------------------ jobs
+
+    def _index_pod(self, e: _Entry, dirty: set) -> None:
+        if e.kind == "kai":
+            members = self._members.get(e.job_key)
+            if members is None:
+                members = self._members[e.job_key] = {}
+                self._new_keys.append(e.job_key)
+            members[e.key] = e
+            dirty.add(e.job_key)
+        elif e.kind in self._by_kind:
+            self._by_kind[e.kind][e.key] = e
+        if e.warnings:
+            self._pod_warnings[e.key] = e
+
+    def _unindex_pod(self, e: _Entry, dirty: set) -> None:
+        if e.kind == "kai":
+            members = self._members.get(e.job_key)
+            if members is not None and members.get(e.key) is e:
+                del members[e.key]
+                dirty.add(e.job_key)
+                if not members:
+                    del self._members[e.job_key]
+                    i = bisect.bisect_left(self._order, e.job_key)
+                    if i < len(self._order) and self._order[i] == e.job_key:
+                        del self._order[i]
+            self._grouping_warnings.pop(e.key, None)
+        elif e.kind in self._by_kind and self._by_kind[e.kind].get(e.key) is e:
+            del self._by_kind[e.kind][e.key]
+        if self._pod_warnings.get(e.key) is e:
+            del self._pod_warnings[e.key]
+
+    def _group_of(self, key, members: list[_Entry], groups) -> _Group:
+        group = groups.get(key)
+        if group is not None:
+            return group
+        pod = members[0].value  # the first pod (raw order) stands for the job, as the pod-grouper would
+        return _standalone_group(pod, key[1], self._pcs, self.queue_label_key)
+
+    def _build_job(self, key, groups, binds, nodes, reserved, available, queue_names, parents,
+                   count: bool = True) -> None:
+        """(Re)build one job. ``count``: keep the name counts up to date (a full rebuild counts at the end)."""
+        old = self._results.pop(key, None)
+        flagged = self._flagged
+        if old is not None:
+            if count:
+                self._count_names(old, -1)
+            for n in old.nodes:
+                self._jobs_by_node[n].discard(key)
+            for keys in flagged.values():
+                keys.discard(key)
+        members_map = self._members.get(key)
+        if not members_map:
+            return
+        members = list(members_map.values())
+        if len(members) > 1:
+            members.sort(key=_seq_of)
+        r = _JobResult()
+        self._results[key] = r
+        try:
+            self._fill_job(r, key, members, groups, binds, nodes, reserved, available, queue_names, parents)
+        finally:
+            if count:
+                self._count_names(r, +1)
+            if r.warnings:
+                flagged["warnings"].add(key)
+            if r.external:
+                flagged["external"].add(key)
+            if r.problems:
+                flagged["problems"].add(key)
+            if r.job is not None and r.conditions:
+                flagged["conditions"].add(key)
+
+    def _fill_job(self, r, key, members, groups, binds, nodes, reserved, available, queue_names, parents) -> None:
+        pods = [m.value for m in members]
+        check_groups = "podgroups" in available
+        grouping = self._grouping_warnings
+        for m in members:
+            pod = m.value
+            pg = pod.annotations.get(ANN_POD_GROUP)
+            if pg and check_groups and (pod.ns, pg) not in groups:
+                grouping[m.key] = (m.seq, SourceWarning(
+                    "Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_POD_GROUP}",
+                    f"PodGroup {pg!r} not found: grouped by the annotation with minMember 1", False))
+            elif grouping and m.key in grouping:
+                del grouping[m.key]
+        group = self._group_of(key, members, groups)
+        r.queue = group.job.queue
+        depends = {p.node for p in pods if p.node}
+        if binds:
+            depends.update(b["selectedNode"] for p in pods
+                           if (b := binds.get(p.key)) is not None and isinstance(b.get("selectedNode"), str))
+        r.nodes = depends
+        by_node = self._jobs_by_node
+        for n in depends:
+            by_node[n].add(key)
+        job = _clone(group.job)
+        job.subgroups, job.tasks = list(job.subgroups), []
+        warn = _Warnings()
         if "queues" not in available and not job.queue:
             job.queue = DEFAULT_QUEUE_NAME
-        pods = sorted(members[key], key=lambda p: p.name)
         tasks: list[Task] = []
+        if len(pods) > 1:
+            pods.sort(key=_name_of)
         for pod in pods:
             task = _pod_task(pod, binds.get(pod.key), group, nodes, reserved, warn)
             if task is not None:
                 tasks.append(task)
+        r.warnings = warn.items
         if not tasks:
-            continue
+            return
         kind, ns, name = group.kind, job.namespace, job.name
         if group.invalid:
-            n_ext = _tasks_to_external(tasks, nodes)
-            external_pods += n_ext
+            n_ext = _count_external(tasks, nodes)
+            r.external = tasks
             if n_ext:
                 warn.add(kind, ns, name, None, f"PodGroup is malformed: {n_ext} active pod(s) counted as external "
                          "load on their nodes")
-            continue
+            return
         problem = None
-        if job.queue not in queue_names:
+        if "queues" not in available:
+            pass  # every job's queue is synthesised
+        elif job.queue not in queue_names:
             problem = f"queue {job.queue!r} does not exist (KAI: QueueDoesNotExist)"
         elif job.queue in parents:
             problem = f"queue {job.queue!r} is not a leaf queue (jobs go in leaf queues)"
         if problem:
-            n_ext = _tasks_to_external(tasks, nodes)
-            external_pods += n_ext
+            n_ext = _count_external(tasks, nodes)
+            r.external = tasks
             warn.add(kind, ns, name, "spec.queue",
                      f"{problem}: not scheduled; {n_ext} active pod(s) counted as external load on their nodes")
-            continue
+            return
         if job.min_available > len(tasks):
             active = [t for t in tasks if t.status in ("running", "binding", "releasing")]
             if not active:
                 warn.add(kind, ns, name, "spec.minMember",
                          f"minMember {job.min_available} but only {len(tasks)} pod(s) exist: KAI does not "
                          "consider the job until enough pods exist")
-                continue
+                return
             warn.add(kind, ns, name, "spec.minMember",
                      f"minMember {job.min_available} but only {len(tasks)} pod(s) exist; minMember lowered to "
                      f"{len(tasks)}", skipped=False)
             job.min_available = len(tasks)
         job.tasks = tasks
-        jobs.append(job)
-        if group.conditions:
-            conditions[job.key] = group.conditions
+        r.job = job
+        r.conditions = group.conditions
+        errs = _Collector()
+        if job_checked(job, 0, errs) is job:  # valid on its own; now against the nodes its tasks name
+            r.problems = job_placement_problems(job, nodes) + [
+                (f"jobs[{job.name}].tasks[{t.name}].node", f"task on unknown node {t.node!r}")
+                for t in tasks if t.node is not None and t.node not in nodes]
+            if "queues" in available and (job.queue not in queue_names or job.queue in parents):
+                r.problems.append((f"jobs[{job.name}].queue", "not a leaf queue of the snapshot"))
+        else:  # something unusual: the snapshot takes the exact (full) check
+            r.problems = errs.problems or [(f"jobs[{job.name}]", "needs the full check")]
 
-    snap = Snapshot(nodes=list(nodes.values()), queues=queues, jobs=jobs, config=config or SchedulerConfig(),
-                    time=time)
-    _validate_or_prune(snap, warn)
-    return Conversion(snapshot=snap, warnings=warn.items, scheduling_conditions=conditions,
-                      external_pods=external_pods)
+
+def _seq_of(e: _Entry) -> int:
+    return e.seq
+
+
+def _name_of(pod: _Pod) -> str:
+    return pod.name
+
+
+def _count_external(tasks: list[Task], nodes: dict[str, Node]) -> int:
+    """How many of ``tasks`` :func:`_tasks_to_external` would count (active, on a known node)."""
+    return sum(1 for t in tasks if t.node and t.status in ("running", "binding", "releasing") and t.node in nodes)
 
 
 def _standalone_group(pod: _Pod, job_name: str, pcs: PriorityClasses, queue_label_key: str) -> _Group:

@@ -7,7 +7,9 @@ other failures back off exponentially (with jitter) and retry. A 403 on one reso
 ("forbidden: cannot list podgroups.scheduling.run.ai: ...") and the others keep working.
 
 :meth:`KubeSource.snapshot` converts the cache into a validated :class:`~scheduler.model.Snapshot` at any time
-(thread-safe; re-converted only when something changed). :meth:`KubeSource.status` is the per-resource health
+(thread-safe; re-converted only when something changed, and then incrementally: an
+:class:`~scheduler.sources.k8s_convert.IncrementalConverter` reconverts only the objects that changed and rebuilds
+only the jobs they touch). :meth:`KubeSource.status` is the per-resource health
 the dashboard shows; :attr:`KubeSource.warnings` lists every object that was skipped or adjusted.
 
 Read-only by construction: the client is a :class:`ReadOnlyApiClient` that refuses any HTTP method but GET,
@@ -15,6 +17,8 @@ and the only API calls made are the generated ``list_*`` functions (with ``watch
 """
 
 from __future__ import annotations
+
+import os
 
 import json
 import random
@@ -31,7 +35,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from ..errors import SourceError
 from ..model import SchedulerConfig, Snapshot
-from .k8s_convert import DEFAULT_QUEUE_LABEL_KEY, DEFAULT_SCHEDULER_NAME, Conversion, RawObjects, convert
+from .k8s_convert import DEFAULT_QUEUE_LABEL_KEY, DEFAULT_SCHEDULER_NAME, Conversion, IncrementalConverter
 from .warnings import SourceWarning
 
 
@@ -154,6 +158,7 @@ class _Watcher:
         self.list_fn = list_fn
         self.source = source
         self.items: dict[str, dict] = {}
+        self.generation = 0  # bumped on every change to items (the converter skips unchanged resource types)
         self.status = ResourceStatus(rtype.name)
         self.thread: Optional[threading.Thread] = None
         self._response = None
@@ -190,6 +195,7 @@ class _Watcher:
         now = src.clock()
         with src._lock:
             self.items = items
+            self.generation += 1
             st = self.status
             st.state, st.error = "ok", None
             st.items, st.resource_version = len(items), rv
@@ -246,6 +252,7 @@ class _Watcher:
                         self.items.pop(key, None)
                     else:
                         self.items[key] = obj
+                    self.generation += 1
                     src._generation += 1
                 self.status.items = len(self.items)
                 self.status.last_event_time = src.clock()
@@ -361,6 +368,10 @@ class KubeSource:
         self._stop = threading.Event()
         self._generation = 0
         self._cache: Optional[tuple[int, Conversion]] = None
+        # Converts each object once per resourceVersion and rebuilds only the jobs an event touches.
+        self._converter = IncrementalConverter(scheduler_name=scheduler_name, config=self.config,
+                                               queue_label_key=queue_label_key)
+        self._copies: dict[str, tuple[int, dict]] = {}  # per resource: (generation, copy of the watch cache)
         self._watchers = {r.name: _Watcher(r, r.make_list(self.api_client), self)
                           for r in RESOURCE_TYPES if r.name in wanted}
 
@@ -373,6 +384,8 @@ class KubeSource:
             if in_cluster:
                 k8s_config.load_incluster_config(client_configuration=configuration)
             else:
+                # The client reads $KUBECONFIG once, at import; honour the value the process has now.
+                kubeconfig = kubeconfig or os.environ.get("KUBECONFIG") or None
                 k8s_config.load_kube_config(config_file=kubeconfig, context=context,
                                             client_configuration=configuration)
         except (k8s_config.ConfigException, OSError, ValueError, TypeError) as exc:
@@ -465,10 +478,15 @@ class KubeSource:
                 conv = cached[1]
                 return replace(conv, snapshot=replace(conv.snapshot, time=self.clock()),
                                warnings=self._with_source_warnings(conv))
-            raw = RawObjects(**{name: list(w.items.values()) for name, w in self._watchers.items()})
+            # the watch caches as they are now (the converter reads a resource only when its generation moved)
+            raw, versions = {}, {}
+            for name, w in self._watchers.items():
+                copied = self._copies.get(name)
+                if copied is None or copied[0] != w.generation:
+                    copied = self._copies[name] = (w.generation, dict(w.items))
+                raw[name], versions[name] = copied[1], w.generation
             available = {name for name, w in self._watchers.items() if w.status.usable}
-        conv = convert(raw, scheduler_name=self.scheduler_name, time=self.clock(), config=self.config,
-                       available=available, queue_label_key=self.queue_label_key)
+        conv = self._converter.convert(raw, time=self.clock(), available=available, versions=versions)
         with self._lock:
             self._cache = (generation, conv)
         return replace(conv, warnings=self._with_source_warnings(conv))
