@@ -702,9 +702,7 @@ def _task_ok(t: Task, subgroups: set) -> bool:
         if type(g) is not str or not g:
             return False
     for i in indices:
-        if type(i) is not int or i < 0:  # ints below 2**1023 in practice; larger ones fail _count below
-            return False
-        if i >= _BIG:
+        if type(i) is not int or not 0 <= i < _BIG:
             return False
     sub = t.subgroup
     if sub is not None and (type(sub) is not str or sub not in subgroups):
