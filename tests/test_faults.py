@@ -144,7 +144,8 @@ def test_required_resource_failing_from_the_start_is_an_error_then_recovers(kube
         assert feed.source.wait_until_synced(10)
         tick = lp.step()
         st = lp.state
-        # no nodes: the tick fails (the engine cannot place pending pods on an empty cluster), nothing to show;
+        # nodes never read: the source refuses to build a snapshot (an empty cluster would be a wrong picture),
+        # so the tick fails and there is nothing to show;
         # readiness says so and names the resource that cannot be read
         assert tick is None and st.source_status == "error" and st.tick is None and st.error
         r = health.readiness(st, lp)

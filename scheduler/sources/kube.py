@@ -470,8 +470,15 @@ class KubeSource:
             return SourceStatus({name: replace(w.status) for name, w in self._watchers.items()})
 
     def conversion(self) -> Conversion:
-        """The current cache converted (snapshot, warnings, KAI's scheduling conditions); cached until a change."""
+        """The current cache converted (snapshot, warnings, KAI's scheduling conditions); cached until a change.
+
+        Raises :class:`SourceError` while nodes or pods have never been read: an empty cluster would be a
+        wrong picture (every job "pending, 0/0 nodes fit"), not a stale one.
+        """
         with self._lock:
+            missing = [w for w in self._watchers.values() if w.rtype.required and not w.status.usable]
+            if missing:
+                raise SourceError("; ".join(w.status.error or f"cannot list {w.rtype.display}" for w in missing))
             generation = self._generation
             cached = self._cache
             if cached is not None and cached[0] == generation:
