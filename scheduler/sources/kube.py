@@ -351,7 +351,9 @@ class KubeSource:
         self.api_client = api_client
         self.scheduler_name = scheduler_name
         self.queue_label_key = queue_label_key
-        self.config = config or SchedulerConfig()
+        # A live cluster runs KAI's production defaults unless told otherwise: consolidation moves at most
+        # 16 jobs (--max-consolidation-preemptees); the snapshot format's -1 is KAI's test-harness value.
+        self.config = config or SchedulerConfig(max_consolidation_preemptees=16)
         self.watch_timeout_s = watch_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
