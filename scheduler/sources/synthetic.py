@@ -561,7 +561,9 @@ def generate_scenario(seed: int = 0, nodes: int = 64, *, horizon_s: float = 4 * 
         t += rng.expovariate(rate_per_s)
 
     snap = Snapshot(nodes=node_list, queues=queues, jobs=jobs, time=time,
-                    config=SchedulerConfig(placement=PlacementConfig("binpack", "binpack")))
+                    # KAI's production defaults, like a freshly installed cluster (16 consolidation preemptees)
+                    config=SchedulerConfig(placement=PlacementConfig("binpack", "binpack"),
+                                           max_consolidation_preemptees=16))
     return Scenario(snapshot=snap, arrivals=arrivals, seed=seed)
 
 
