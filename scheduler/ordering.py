@@ -102,6 +102,28 @@ def queue_less(session, qa: int, key_a: tuple, qb: int, key_b: tuple) -> bool:
     return qs.names[qa] < qs.names[qb]
 
 
+
+def link_chain(children: dict[int, set[int]], roots: set[int], chain: list[int]) -> None:
+    """Make a leaf queue reachable in a tree of active queues: ``chain`` is the leaf then its ancestors."""
+    child = chain[0]
+    for a in chain[1:]:
+        children.setdefault(a, set()).add(child)
+        child = a
+    roots.add(child)
+
+
+def unlink_chain(children: dict[int, set[int]], roots: set[int], chain: list[int]) -> None:
+    """Remove a leaf queue from the tree, and every ancestor left without an active child."""
+    cur = chain[0]
+    for a in chain[1:]:
+        kids = children.get(a)
+        kids.discard(cur)
+        if kids:
+            return
+        del children[a]
+        cur = a
+    roots.discard(cur)
+
 class JobsOrderByQueues:
     """KAI's hierarchical job queue: ``pop()`` the next job to try, ``push()`` one back (elastic growth)."""
 
@@ -127,12 +149,7 @@ class JobsOrderByQueues:
         heap = self._heaps.setdefault(q, [])
         self._init_res.pop(j, None)
         heapq.heappush(heap, (job_order_key(s, j), j))
-        # link the chain of active queues up to the root
-        child = q
-        for a in self._qs.chains[q][1:]:
-            self._active_children.setdefault(a, set()).add(child)
-            child = a
-        self._roots.add(child)
+        link_chain(self._active_children, self._roots, self._qs.chains[q])
         self._mark_dirty(q)
 
     def pop(self) -> Optional[int]:
@@ -159,16 +176,7 @@ class JobsOrderByQueues:
 
     def _deactivate(self, q: int) -> None:
         del self._heaps[q]
-        chain = self._qs.chains[q]
-        cur = q
-        for a in chain[1:]:
-            kids = self._active_children.get(a)
-            kids.discard(cur)
-            if kids:
-                return
-            del self._active_children[a]
-            cur = a
-        self._roots.discard(cur)
+        unlink_chain(self._active_children, self._roots, self._qs.chains[q])
 
     def _job_resources(self, j: int) -> np.ndarray:
         res = self._init_res.get(j)

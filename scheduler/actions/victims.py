@@ -24,7 +24,7 @@ import numpy as np
 
 from ..decisions import PREEMPTION_DELAY_NOT_ELAPSED
 from ..model import UNLIMITED
-from ..ordering import dominant_resource_share, queue_less
+from ..ordering import dominant_resource_share, link_chain, queue_less, unlink_chain
 from ..session import ACTIVE_ALLOCATED
 from ..session.nodes import GPU
 from .allocate import candidate_jobs
@@ -243,24 +243,10 @@ class VictimQueue:
         self._qs = qs
 
     def _link(self, q: int) -> None:
-        chain = self.s.queues.chains[q]
-        child = q
-        for a in chain[1:]:
-            self._children.setdefault(a, set()).add(child)
-            child = a
-        self._roots.add(child)
+        link_chain(self._children, self._roots, self.s.queues.chains[q])
 
     def _unlink(self, q: int) -> None:
-        chain = self.s.queues.chains[q]
-        cur = q
-        for a in chain[1:]:
-            kids = self._children.get(a)
-            kids.discard(cur)
-            if kids:
-                return
-            del self._children[a]
-            cur = a
-        self._roots.discard(cur)
+        unlink_chain(self._children, self._roots, self.s.queues.chains[q])
 
     def empty(self) -> bool:
         return not self._roots
