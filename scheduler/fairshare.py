@@ -41,6 +41,11 @@ MAX_ROUNDS = 10_000
 
 # ---------------------------------------------------------------------------------------------- data
 
+def requestable(requested: float, limit: float) -> float:
+    """KAI's ``Requestable``: the request capped by the limit (``-1`` = no limit)."""
+    return requested if limit == UNLIMITED else min(limit, requested)
+
+
 @dataclass
 class QueueShare:
     """One resource of one queue as the proportion plugin sees it (KAI ``ResourceShare``).
@@ -62,9 +67,7 @@ class QueueShare:
     @property
     def requestable(self) -> float:
         """``min(requested, limit)``; the request when there is no limit."""
-        if self.limit == UNLIMITED:
-            return self.requested
-        return min(self.limit, self.requested)
+        return requestable(self.requested, self.limit)
 
     @property
     def allocatable(self) -> float:
@@ -99,9 +102,7 @@ class Claim:
 
     @property
     def requestable(self) -> float:
-        if self.limit == UNLIMITED:
-            return self.requested
-        return min(self.limit, self.requested)
+        return requestable(self.requested, self.limit)
 
 
 @dataclass
