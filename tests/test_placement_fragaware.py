@@ -13,8 +13,10 @@ GPUs are then (0.5, 1) and no 2-GPU job fits there any more.
 fragaware: placing 0.5 on na turns the 2-GPU shape's fragment from 0 to the whole 1.5 idle (it no longer
 fits) → ΔF = 0.75·1500 = 1125 milli; on nb the GPUs become (0.5, 1, 1), the 2-GPU shape still fits and
 only the 0.5 left on the shared GPU is lost → ΔF = 0.75·500 = 375. The 0.5 shape fits everywhere both
-before and after (ΔF 0). Levels ``int(50 / (1 + e^(ΔF/1000)))``: na 12, nb 20 → scores 9·12/50 = 2.16 and
-9·20/50 = 3.6 → nb. Then two of the 2-GPU jobs start (na's 2, nb's 2 remaining); under bin-pack only one.
+before and after (ΔF 0). FGD levels ``int(100 / (1 + e^(ΔF/1000)))``: na 24, nb 40. Only nb is within the
+policy's slack (6 levels) of the best, so it is the one residual-waste candidate and scores 9; na keeps its
+level scaled below 4.5: 4.5·24/100 = 1.08 → nb. Then two of the 2-GPU jobs start (na's 2, nb's 2
+remaining); under bin-pack only one.
 """
 
 import json
@@ -60,7 +62,7 @@ def test_task_score_hand_derived():
     i = s.task_index["frac-0"]
     assert fragaware.device_free(s)[:, :3].tolist() == [[1, 1, 0], [1, 1, 1]]
     got = fragaware.task_score(s, i, s.fit(i))
-    assert got == pytest.approx([9 * 12 / 50, 9 * 20 / 50])
+    assert got == pytest.approx([4.5 * 24 / 100, 9.0])
     assert s.best_node(i) == 1  # nb
 
 

@@ -12,6 +12,9 @@ tasks, built once per session and cached on it.
 workload and per-device state, so the session's incremental per-shape node-order cache is not used and
 every query scores all nodes.
 
+A shared request's device on the chosen node follows :func:`device_order` (least residual-waste gain,
+``scheduler.quality.residual``; ties keep ``gpu_device_order``), so fractions pair up as the policy intends.
+
 Approximations (documented, not KAI's): a fraction on several devices is scored as one shared device of
 that fraction; a gpu-memory request as the fraction ``memory / largest node GPU memory``; nodes beyond 8
 GPUs are scored on their first 8.
@@ -25,6 +28,10 @@ from . import binpack
 
 NAME = "fragaware"
 _CACHE_ATTR = "_fragaware_workload"
+_WASTE_ATTR = "_fragaware_waste"
+MIN_HORIZON_GPUS = 256
+"""Devices' worth of arrivals the residual-waste table is learned on, at least: a live cluster's arrivals go
+on past one fill, and on a handful of devices the table would learn only end-of-sequence effects."""
 _LIVE = frozenset({"pending", "running", "binding", "pipelined", "releasing"})
 
 
@@ -61,6 +68,43 @@ def workload(session):
     return wl
 
 
+def waste(session):
+    """Residual-waste table of ``session``'s workload over its GPU devices (at least
+    :data:`MIN_HORIZON_GPUS`), cached on the session and per workload and device count across sessions, or
+    None without a GPU workload."""
+    if not hasattr(session, _WASTE_ATTR):
+        wl = workload(session)
+        n_dev = int(session.nodes.slot_exists.sum())
+        table = None
+        if wl is not None and n_dev > 0:
+            from ..quality.residual import residual_waste_cached
+            table = residual_waste_cached(wl, max(n_dev, MIN_HORIZON_GPUS))
+        setattr(session, _WASTE_ATTR, table)
+    return getattr(session, _WASTE_ATTR)
+
+
+def device_order(session, i: int, n: int, order: list[int], free: dict[int, float]) -> list[int]:
+    """Reorder a shared request's device candidates on node ``n`` by the residual-waste gain (least first).
+
+    ``order`` is the GPU order's list (device slots and ``gpu_order.WHOLE`` markers), ``free`` the free
+    fraction of each shared slot. A whole-GPU candidate counts as free 1; the request is :func:`task_gpus`.
+    The sort is stable, so equal gains keep the configured ``gpu_device_order``.
+    """
+    table = waste(session)
+    if table is None:
+        return order
+    from .gpu_order import WHOLE
+    request = task_gpus(session, i)
+
+    def gain(c: int) -> float:
+        f = 1.0 if c == WHOLE else free[c]
+        before = int(round(f * 1000))
+        after = min(max(int(round((f - request) * 1000)), 0), 1000)
+        return float(table[after] - table[min(before, 1000)])
+
+    return sorted(order, key=gain)
+
+
 def device_free(session) -> np.ndarray:
     """(N, G) free fraction of every device (idle + releasing, KAI's NonAllocated): a device with no task =
     1, a shared group = 1 − (allocated − releasing) / GPU memory, a device held by a whole-GPU task or
@@ -92,5 +136,5 @@ def task_score(session, i: int, fit) -> np.ndarray:
     # the quality code treats model "" as "no GPU type" (no shape may use it): name unknown models
     models = [nd.gpu_model or "gpu" for nd in session.snapshot.nodes]
     sc, _ = node_scores(free, np.maximum(ns.free[:, CPU], 0.0), models, float(session.cpu[i]),
-                        task_gpus(session, i), wl, considered=fit.fits)
+                        task_gpus(session, i), wl, considered=fit.fits, waste=waste(session))
     return np.maximum(sc, 0.0)

@@ -1,4 +1,4 @@
-"""The kaidash fragmentation-aware node score in the engine's terms (KAI node-order scale 0..9).
+"""The kaidash placement policy's node score in the engine's terms (KAI node-order scale 0..9).
 
 The engine's node-placement strategies (``scheduler.placement``) see only per-node totals; this score needs
 per-device free GPU, free CPU, the GPU model and the task's request, plus a target workload (the shapes the
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from scheduler.quality.fragmentation import FragIndex, TargetWorkload, target_workload
-from scheduler.quality.policies import KAIDASH_LEVELS
+from scheduler.quality.policies import KAIDASH_SLACK
 from scheduler.quality.state import MAX_GPUS, MILLI, Cluster
 
 MAX_SCORE = 9.0
@@ -34,14 +34,21 @@ def workload_from_requests(cpu_millis: Sequence[float], gpus: Sequence[float],
 
 
 def node_scores(gpu_free: np.ndarray, cpu_free: np.ndarray, gpu_models: Sequence[str], request_cpu: float,
-                request_gpus: float, workload: TargetWorkload,
-                considered: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Fragmentation-gradient score of placing one task on each node.
+                request_gpus: float, workload: TargetWorkload, considered: np.ndarray | None = None,
+                waste: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The kaidash policy's preference for placing one task on each node, on KAI's 0..9 node-order scale.
 
     ``gpu_free``: (N, G) free fraction per device (1 = idle; G ≤ 8; devices a node lacks = 0).
     ``cpu_free``: (N,) free millicores. ``request_gpus``: devices (a fraction < 1 = shared).
-    Returns ``(score, device)``: ``score`` in [0, 9], −1 where not considered or not fitting; ``device`` =
-    the device index a shared request should take (−1 otherwise).
+    ``waste``: the residual-waste table (:func:`scheduler.quality.residual.residual_waste`) for shared
+    requests; without it a shared request is scored like any other.
+
+    As :func:`scheduler.quality.policies.kaidash`: the FGD level (0..100) of every node, scaled to 0..9; for
+    a shared request with ``waste``, the (node, device) pairs within ``KAIDASH_SLACK`` levels of the best
+    are ranked by the residual-waste gain, then level, and take the scores above 4.5 (best = 9), the other
+    fitting nodes keep their scaled level below 4.5. Equal scores are left to KAI's tie rule (node name).
+    Returns ``(score, device)``: ``score`` is −1 where not considered or not fitting; ``device`` the device
+    a shared request should take on each node (−1 otherwise).
     """
     free = np.zeros((len(cpu_free), MAX_GPUS), np.int64)
     gf = np.rint(np.asarray(gpu_free, float) * MILLI).astype(np.int64)
@@ -69,9 +76,32 @@ def node_scores(gpu_free: np.ndarray, cpu_free: np.ndarray, gpu_models: Sequence
     shared = k == 1 and d < MILLI
     delta = fi.delta_shared(nodes, after, free, d) if shared else fi.delta_whole(nodes, after, k)
     with np.errstate(over="ignore"):
-        level = (KAIDASH_LEVELS / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
-    if shared:
-        device[nodes] = np.argmin(delta, axis=1)
-        level = level.max(1)
-    score[nodes] = MAX_SCORE * level / KAIDASH_LEVELS
+        level = (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
+    if not shared:
+        score[nodes] = MAX_SCORE * level / 100.0
+        return score, device
+    level = np.where(np.isfinite(delta), level, -1)
+    node_level = level.max(1)
+    if waste is None:
+        device[nodes] = np.argmax(level, axis=1)
+        score[nodes] = MAX_SCORE * node_level / 100.0
+        return score, device
+    g = free[nodes]
+    gain = np.where((level >= 0) & (level >= node_level.max() - KAIDASH_SLACK),
+                    waste[np.clip(g - d, 0, MILLI)] - waste[g], np.inf)
+    # best device per node: least gain, then highest level, then lowest index
+    key = np.where(np.isfinite(gain), gain, np.inf)
+    best_dev = np.lexsort((np.broadcast_to(np.arange(MAX_GPUS), key.shape), -level, key), axis=1)[:, 0]
+    rows = np.arange(len(nodes))
+    best_gain, best_level = key[rows, best_dev], level[rows, best_dev]
+    device[nodes] = np.where(np.isfinite(best_gain), best_dev, np.argmax(level, axis=1))
+    low = MAX_SCORE / 2 * node_level / 100.0
+    cand = np.isfinite(best_gain)
+    if cand.any():
+        pairs = np.stack([best_gain[cand], -best_level[cand]], axis=1)
+        uniq, inv = np.unique(pairs, axis=0, return_inverse=True)      # sorted: gain asc, then level desc
+        ranks = inv.reshape(-1)
+        high = MAX_SCORE - (MAX_SCORE / 2) * ranks / max(len(uniq), 1)
+        low[cand] = high
+    score[nodes] = low
     return score, device

@@ -52,6 +52,7 @@ class Context:
     frag: FragIndex
     rng: np.random.Generator
     rank: np.ndarray
+    waste: np.ndarray | None = None   # residual-waste table W[0..1000] (kaidash policy), see residual.py
 
 
 Policy = Callable[[Context, PodRequest, np.ndarray], tuple[int, list[int]]]
@@ -230,30 +231,39 @@ def kai_spread(ctx: Context, pod: PodRequest, nodes: np.ndarray):
 
 # ---------------------------------------------------------------- kaidash
 
-KAIDASH_LEVELS = 50
-"""Number of score bands of the fragmentation gradient (FGD uses 100); equal bands go first-fit."""
+KAIDASH_SLACK = 6
+"""FGD score levels (of 100) a shared pod's placement may give up to strand less GPU (chosen on seeds 1..4)."""
 
 
 def kaidash(ctx: Context, pod: PodRequest, nodes: np.ndarray):
-    """kaidash fragmentation-aware placement (see ``docs/placement-quality.md``).
+    """kaidash placement: FGD's node choice, plus pairing of fractions by their expected stranded GPU.
 
-    The gradient is FGD's ΔF (growth of the expected fragment w.r.t. the target workload). It is banded
-    coarser than FGD's scores (``KAIDASH_LEVELS`` sigmoid levels instead of 100), so more near-equal
-    candidates share the best band; among them the first node in a fixed node order wins (first-fit, which
-    concentrates load and keeps whole nodes free). On that node a shared pod takes the GPU with the exact
-    least ΔF.
+    Whole-GPU and CPU-only pods are placed exactly as :func:`fgd` places them (it keeps whole nodes free for
+    multi-GPU pods and watches CPU). A fraction may go to any (node, GPU) whose FGD score is within
+    :data:`KAIDASH_SLACK` levels of the best; among those it takes the GPU whose residual-waste value
+    ``W[free after] − W[free before]`` (:mod:`scheduler.quality.residual`, learned from the workload's shapes;
+    an idle GPU counts 0) is least, then the higher FGD score, then the replay's node order. So a 0.32 pod
+    opens a fresh GPU, where a 0.65 pod will join it (30 m left), instead of filling a 0.47 pod's GPU to 210 m
+    that only rare small pods could use.
     """
-    st = ctx.state
-    delta = _fgd_deltas(ctx, pod, nodes)
+    if not pod.shared or ctx.waste is None:
+        return fgd(ctx, pod, nodes)
+    W = ctx.waste
+    delta = _fgd_deltas(ctx, pod, nodes)                                # (F, G), +inf where no room
     with np.errstate(over="ignore"):
-        level = (KAIDASH_LEVELS / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
-    node_level = level.max(1) if pod.shared else level
-    near = np.flatnonzero(node_level == node_level.max())
-    j = int(near[np.argmin(ctx.rank[nodes[near]])])
-    node = int(nodes[j])
-    if pod.shared:
-        return node, [int(np.argmin(delta[j]))]
-    return node, gpus_first_idle(st.gpu_left[node], pod.k)
+        level = (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
+    fits = np.isfinite(delta)
+    level = np.where(fits, level, -1)
+    g = ctx.state.gpu_left[nodes]
+    gain = np.where(fits & (level >= level.max() - KAIDASH_SLACK),
+                    W[np.clip(g - pod.d, 0, MILLI)] - W[g], np.inf)
+    rows, cols = np.nonzero(gain <= gain.min() + 1e-9)
+    cand = nodes[rows]
+    pick = np.lexsort((ctx.rank[cand], -level[rows, cols]))[0]
+    return int(cand[pick]), [int(cols[pick])]
+
+
+kaidash.uses_residual_waste = True
 
 
 POLICIES: dict[str, Policy] = {

@@ -16,6 +16,7 @@ import pandas as pd
 
 from scheduler.quality.fragmentation import FragIndex, TargetWorkload, target_workload
 from scheduler.quality.policies import POLICIES, Context, Policy, PodRequest
+from scheduler.quality.residual import residual_waste_cached
 from scheduler.quality.state import Cluster, Pods, State
 from scheduler.sources import trace
 
@@ -69,11 +70,14 @@ class ReplayResult:
 
 
 def replay(cluster: Cluster, pods: Pods, policy: str | Policy, workload: TargetWorkload,
-           seed: int = 0) -> ReplayResult:
+           seed: int = 0, shapes: TargetWorkload | None = None) -> ReplayResult:
     """Place ``pods`` in order on an empty ``cluster`` with ``policy`` (a name in POLICIES or a callable).
 
     ``workload`` is the fragmentation target (usually :func:`target_workload` of the original trace).
     ``seed`` drives the policy's random choices (Random) and the node order that breaks score ties.
+    ``shapes`` (default ``workload``) is what a policy with ``uses_residual_waste`` learns its
+    residual-waste table from (:mod:`scheduler.quality.residual`; cached per workload, and its build time is
+    counted in ``seconds``).
     """
     fn = POLICIES[policy] if isinstance(policy, str) else policy
     name = policy if isinstance(policy, str) else getattr(policy, "__name__", "custom")
@@ -82,6 +86,8 @@ def replay(cluster: Cluster, pods: Pods, policy: str | Policy, workload: TargetW
     fi = FragIndex(cluster, workload, state.cpu_left, state.gpu_left)
     rng = np.random.default_rng(seed)
     ctx = Context(state=state, frag=fi, rng=rng, rank=rng.permutation(cluster.n))
+    if getattr(fn, "uses_residual_waste", False):
+        ctx.waste = residual_waste_cached(shapes if shapes is not None else workload, int(cluster.gpu_count.sum()))
     type_ok = [cluster.type_mask(s) for s in pods.specs]
     n = len(pods.cpu)
     arrived = np.zeros(n + 1, np.int64)
@@ -122,6 +128,7 @@ def replay_trace(variant: str = "default", policy: str = "fgd", seed: int = 42, 
     pods = trace.load_pods(variant, trace_dir)
     cluster = Cluster.from_frame(nodes)
     seq = trace.inflate(pods, cluster.gpu_milli_total, ratio=ratio, seed=seed)
-    res = replay(cluster, Pods.from_frame(seq), policy, target_workload(pods), seed=seed)
+    res = replay(cluster, Pods.from_frame(seq), policy, target_workload(pods), seed=seed,
+                 shapes=target_workload(pods, threshold=1.0))
     res.meta.update(variant=variant, seed=seed, ratio=ratio)
     return res

@@ -856,6 +856,9 @@ class Session:
         whole_count = max(int(ns.idle[n, GPU]) + int(ns.rel[n, GPU]), 0)
         idle_whole = min(max(int(ns.idle[n, GPU]), 0), whole_count)
         order = gpu_order.order_candidates(self.config.gpu_device_order, shared, whole_count)
+        device_order = getattr(self.gpu_strategy, "device_order", None)    # per-task strategies (fragaware)
+        if device_order is not None:
+            order = device_order(self, i, n, order, {s: 1.0 - u for s, u in shared})
         groups, slots, releasing = [], [], False
         whole_taken = 0
         for c in order:
