@@ -36,7 +36,7 @@ def _sample(shapes: TargetWorkload, n_gpus: int, rng: np.random.Generator) -> li
     if mean <= 0:
         return []
     draws = rng.choice(len(shapes.p), size=int(n_gpus * MILLI / mean * 1.1) + 100, p=shapes.p)
-    cut = int(np.searchsorted(np.cumsum(gpu[draws]), n_gpus * MILLI))
+    cut = int(np.searchsorted(np.cumsum(gpu[draws]), n_gpus * MILLI)) + 1     # up to the one reaching it
     return list(zip(shapes.k[draws[:cut]].tolist(), shapes.d[draws[:cut]].tolist()))
 
 
