@@ -90,3 +90,31 @@ def test_unknown_strategy_still_rejected():
     doc.setdefault("config", {})["placement"] = {"gpu": "fragawares"}
     with pytest.raises(Exception, match="fragawares"):
         snapshot_from_dict(doc)
+
+
+def test_fractions_pair_up_on_devices_by_residual_waste():
+    """One 4-GPU node; pending in order 0.47, 0.32, then 0.47, 0.65, 0.47, 0.65, 0.47, 0.32 (sum 3.82 GPUs).
+
+    Bin-pack's GPU order puts the 0.32 on the 0.47's GPU (210 m left that no pending shape fits), and the
+    eight pods then need 5 GPUs: one 0.47 stays pending. The fragaware device order opens a fresh GPU for
+    the 0.32 (a 0.65 later closes it to 30 m): 0.47+0.47, 0.32+0.65 twice → all eight fit on 4 GPUs.
+    """
+    def snap(strategy):
+        sizes = [0.47, 0.32, 0.47, 0.65, 0.47, 0.65, 0.47, 0.32]
+        s = Snapshot(nodes=[node("n1", 4)], queues=[Queue("q")],
+                     jobs=[Job(name=f"j{k}", queue="q", tasks=[Task(f"j{k}-0", gpu=g)], creation_time=k)
+                           for k, g in enumerate(sizes)])
+        doc = snapshot_to_dict(s)
+        doc.setdefault("config", {})["placement"] = {"gpu": strategy}
+        return snapshot_from_dict(doc)
+
+    bp = run_session(snap("binpack"), ["allocate"]).to_contract()["tasks"]
+    fa = run_session(snap("fragaware"), ["allocate"]).to_contract()["tasks"]
+    assert bp["j1-0"]["gpu_index"] == bp["j0-0"]["gpu_index"]
+    assert sum(t["status"] == "pending" for t in bp.values()) == 1
+    assert fa["j1-0"]["gpu_index"] != fa["j0-0"]["gpu_index"]
+    assert all(t["status"] != "pending" for t in fa.values())
+    per_gpu = {}
+    for name, t in fa.items():
+        per_gpu.setdefault(t["gpu_index"], []).append(name)
+    assert sorted(len(v) for v in per_gpu.values()) == [2, 2, 2, 2]

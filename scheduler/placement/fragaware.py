@@ -32,6 +32,8 @@ _WASTE_ATTR = "_fragaware_waste"
 MIN_HORIZON_GPUS = 256
 """Devices' worth of arrivals the residual-waste table is learned on, at least: a live cluster's arrivals go
 on past one fill, and on a handful of devices the table would learn only end-of-sequence effects."""
+MAX_HORIZON_GPUS = 4096
+"""And at most this many: beyond a few thousand devices the table no longer changes, only its cost grows."""
 _LIVE = frozenset({"pending", "running", "binding", "pipelined", "releasing"})
 
 
@@ -69,8 +71,8 @@ def workload(session):
 
 
 def waste(session):
-    """Residual-waste table of ``session``'s workload over its GPU devices (at least
-    :data:`MIN_HORIZON_GPUS`), cached on the session and per workload and device count across sessions, or
+    """Residual-waste table of ``session``'s workload over its GPU devices (clipped to
+    :data:`MIN_HORIZON_GPUS`..:data:`MAX_HORIZON_GPUS`), cached on the session and per workload and device count across sessions, or
     None without a GPU workload."""
     if not hasattr(session, _WASTE_ATTR):
         wl = workload(session)
@@ -78,7 +80,7 @@ def waste(session):
         table = None
         if wl is not None and n_dev > 0:
             from ..quality.residual import residual_waste_cached
-            table = residual_waste_cached(wl, max(n_dev, MIN_HORIZON_GPUS))
+            table = residual_waste_cached(wl, min(max(n_dev, MIN_HORIZON_GPUS), MAX_HORIZON_GPUS))
         setattr(session, _WASTE_ATTR, table)
     return getattr(session, _WASTE_ATTR)
 
