@@ -70,7 +70,10 @@ class WhatIfView(View):
             self.base_info, pn.Row(self.pin_btn, self.reset_btn),
             pn.pane.HTML("<b>Queue</b>"), self.queue, self.quota, self.limit, self.weight, self.priority,
             pn.pane.HTML("<b>Nodes</b>"), self.pool, self.nodes,
-            pn.pane.HTML("<b>Placement</b> (GPU strategy, GPU device order)"), self.placement, self.order,
+            pn.pane.HTML("<b>Placement</b> (GPU strategy, GPU device order)"), self.placement,
+            pn.pane.HTML("<small><i>fragaware</i>: what if KAI placed fragmentation-aware? kaidash's policy "
+                         "(not KAI): FGD's node choice, fractions paired by the GPU they would strand "
+                         "(docs/placement-quality.md)</small>", styles={"color": "#555"}), self.order,
             pn.pane.HTML("<b>Fair share and demand</b>"), self.k_value, self.demand,
             self.download, width=360)
         self.changes = pn.pane.HTML("", sizing_mode="stretch_width")
