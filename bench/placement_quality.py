@@ -3,6 +3,7 @@
     python -m bench.placement_quality                          # all policies, default + gpushare*, seeds 42..51
     python -m bench.placement_quality --variants default --seeds 42,43 --policies fgd,kaidash
     python -m bench.placement_quality --dask tcp://scheduler:8786 --out bench/results/placement
+    python -m bench.placement_quality --paired-from a/summary.csv b/summary.csv --out docs/placement-quality
 
 Writes ``summary.csv`` (one row per replay), ``curves.csv`` (per arrived-%), ``table.md`` (ours vs the
 published means) and PNG plots into ``--out``.
@@ -70,6 +71,52 @@ def pods_table(t: pd.DataFrame, policies: list[str]) -> str:
     return "\n".join(lines)
 
 
+def paired_table(summary: pd.DataFrame, policy: str = "kaidash", baseline: str = "fgd") -> str:
+    """Markdown: ``policy`` − ``baseline`` per variant on the same seeds (unallocated pp, wins, pods placed)."""
+    lines = [f"| variant | {policy} − {baseline} (pp, mean of paired seeds) | seeds {policy} better "
+             f"| pods placed {policy} − {baseline} (mean; worst seed) |", "|---|---|---|---|"]
+    for v, g in summary.groupby("variant", sort=False):
+        a = g[g["policy"] == policy].set_index("seed")
+        b = g[g["policy"] == baseline].set_index("seed")
+        seeds = a.index.intersection(b.index)
+        if seeds.empty:
+            continue
+        d = a.loc[seeds, "unalloc_pct_at_100"] - b.loc[seeds, "unalloc_pct_at_100"]
+        pods = a.loc[seeds, "pods_placed"] - b.loc[seeds, "pods_placed"]
+        lines.append(f"| {v} | {d.mean():+.2f} | {int((d < 0).sum())}/{len(seeds)} | {pods.mean():+.1f}; {int(pods.min()):+d} |")
+    return "\n".join(lines)
+
+
+def plot_paired(summary: pd.DataFrame, out: Path, policy: str = "kaidash", baseline: str = "fgd") -> Path | None:
+    """Strip plot of ``policy`` − ``baseline`` unallocated pp per seed, one column per variant (PNG)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants = [v for v in dict.fromkeys(summary["variant"])
+                if {policy, baseline} <= set(summary[summary["variant"] == v]["policy"])]
+    if not variants:
+        return None
+    fig, ax = plt.subplots(figsize=(1.6 * len(variants) + 2.5, 4))
+    for x, v in enumerate(variants):
+        g = summary[summary["variant"] == v]
+        a = g[g["policy"] == policy].set_index("seed")["unalloc_pct_at_100"]
+        b = g[g["policy"] == baseline].set_index("seed")["unalloc_pct_at_100"]
+        d = (a - b).dropna()
+        ax.scatter([x] * len(d), d, s=18, alpha=0.7)
+        ax.plot([x - 0.25, x + 0.25], [d.mean()] * 2, color="black", lw=2)
+    ax.axhline(0, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(range(len(variants)), variants)
+    ax.set_ylabel(f"{policy} − {baseline}, unallocated GPU (pp)")
+    ax.set_title(f"{policy} vs {baseline} on the same seeds (below 0: {policy} strands less; bar = mean)")
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = out / f"paired_{policy}_vs_{baseline}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot(curves: pd.DataFrame, pub: pd.DataFrame, out: Path, variant: str = "default") -> list[Path]:
     """Unallocated-GPU and fragmentation curves vs arrived workload for one variant (PNG)."""
     import matplotlib
@@ -116,7 +163,19 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="local cluster worker processes (default: cores)")
     ap.add_argument("--trace-dir", default=None, help="trace CSV directory (default: KAIDASH_TRACE_DIR or ../shared)")
     ap.add_argument("--out", default="bench/results/placement_quality", help="output directory")
+    ap.add_argument("--paired-from", nargs="+", metavar="SUMMARY_CSV", default=None,
+                    help="replay nothing: write the kaidash-vs-FGD paired table and plot of earlier runs' "
+                         "summary.csv files into --out")
     args = ap.parse_args(argv)
+    if args.paired_from:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        summary = pd.concat([pd.read_csv(f) for f in args.paired_from], ignore_index=True)
+        text = paired_table(summary)
+        (out / "paired.md").write_text(text + "\n")
+        print(text)
+        print(f"wrote {plot_paired(summary, out)}")
+        return 0
 
     policies = [p for p in args.policies.split(",") if p]
     unknown = [p for p in policies if p not in POLICIES]
@@ -140,12 +199,17 @@ def main(argv=None) -> int:
           "Unallocated GPU % at 100% arrival (mean ± sd over seeds; published = FGD authors' mean):", "",
           markdown_table(t, policies), "", "Pods placed (mean over seeds) and replay time:", "",
           pods_table(summary, policies)]
+    if {"kaidash", "fgd"} <= set(policies):
+        md += ["", "Paired comparison, kaidash vs FGD (same seeds, same arrival sequences):", "",
+               paired_table(summary)]
     (out / "table.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     try:
         for v in variants:
             for f in plot(curves, pub, out, v):
                 print(f"wrote {f}")
+        if {"kaidash", "fgd"} <= set(policies):
+            print(f"wrote {plot_paired(summary, out)}")
     except ImportError:
         print("matplotlib not installed: no plots", file=sys.stderr)
     base = t[t["policy"].isin(PUBLISHED_NAMES) & (t["variant"] == "default")]
