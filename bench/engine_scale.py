@@ -127,8 +127,20 @@ def dashboard_cluster():
     return generate_scenario(seed=7, nodes=64).snapshot
 
 
-def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allocate",)) -> dict:
+def with_gpu_placement(snap: Snapshot, strategy: str) -> Snapshot:
+    """``snap`` with ``config.placement.gpu = strategy`` (e.g. ``fragaware``), through the snapshot format."""
+    from scheduler.snapshot_io import snapshot_from_dict, snapshot_to_dict
+
+    doc = snapshot_to_dict(snap)
+    doc.setdefault("config", {}).setdefault("placement", {})["gpu"] = strategy
+    return snapshot_from_dict(doc)
+
+
+def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allocate",),
+          placement_gpu: str | None = None) -> dict:
     snap = dashboard_cluster() if size == "dashboard" else make_cluster(**SIZES[size])
+    if placement_gpu:
+        snap = with_gpu_placement(snap, placement_gpu)
     actions = list(actions)
     pods = sum(len(j.tasks) for j in snap.jobs)
     pending = sum(1 for _, t in snap.iter_tasks() if t.status == "pending")
@@ -145,7 +157,8 @@ def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allo
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     print(f"\n{size}: {len(snap.nodes)} nodes × 8 GPUs, {pods} pods ({pending} pending tasks in "
           f"{sum(1 for j in snap.jobs if any(t.status == 'pending' for t in j.tasks))} jobs), "
-          f"{len(snap.queues)} queues; actions {','.join(actions)}; {placed} tasks placed; median of {repeat} runs:")
+          f"{len(snap.queues)} queues; actions {','.join(actions)}; placement.gpu "
+          f"{snap.config.placement.gpu}; {placed} tasks placed; median of {repeat} runs:")
     for key in ("fair_share", "session_open", *actions, "session", "result", "total", "wall", "cpu"):
         if key in med:
             print(f"  {key:<18} {med[key]:9.1f} ms")
@@ -168,10 +181,12 @@ def main(argv=None) -> None:
     parser.add_argument("--actions", default="allocate",
                         help="comma-separated actions per session (default allocate, the budgeted work; "
                              "'all' = KAI's five)")
+    parser.add_argument("--placement-gpu", default=None,
+                        help="override config.placement.gpu (binpack, spread, fragaware)")
     args = parser.parse_args(argv)
     actions = tuple(ACTIONS) if args.actions == "all" else tuple(a for a in args.actions.split(",") if a)
     for size in (("small", "large") if args.size == "both" else (args.size,)):
-        bench(size, args.repeat or (5 if size == "large" else 20), args.profile, actions)
+        bench(size, args.repeat or (5 if size == "large" else 20), args.profile, actions, args.placement_gpu)
 
 
 if __name__ == "__main__":
