@@ -102,7 +102,6 @@ def queue_less(session, qa: int, key_a: tuple, qb: int, key_b: tuple) -> bool:
     return qs.names[qa] < qs.names[qb]
 
 
-
 def link_chain(children: dict[int, set[int]], roots: set[int], chain: list[int]) -> None:
     """Make a leaf queue reachable in a tree of active queues: ``chain`` is the leaf then its ancestors."""
     child = chain[0]
@@ -123,6 +122,7 @@ def unlink_chain(children: dict[int, set[int]], roots: set[int], chain: list[int
         del children[a]
         cur = a
     roots.discard(cur)
+
 
 class JobsOrderByQueues:
     """KAI's hierarchical job queue: ``pop()`` the next job to try, ``push()`` one back (elastic growth)."""

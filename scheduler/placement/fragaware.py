@@ -75,8 +75,8 @@ def workload(session):
 
 def waste(session):
     """Residual-waste table of ``session``'s workload over its GPU devices (clipped to
-    :data:`MIN_HORIZON_GPUS`..:data:`MAX_HORIZON_GPUS`), cached on the session and per workload and device count across sessions, or
-    None without a GPU workload."""
+    :data:`MIN_HORIZON_GPUS`..:data:`MAX_HORIZON_GPUS`), cached on the session and, per workload and device
+    count, across sessions; None without a GPU workload."""
     if not hasattr(session, _WASTE_ATTR):
         wl = workload(session)
         n_dev = int(session.nodes.slot_exists.sum())

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from scheduler.quality.fragmentation import FragIndex, TargetWorkload, target_workload
-from scheduler.quality.policies import KAIDASH_SLACK
+from scheduler.quality.policies import fgd_levels, pairing_gain
 from scheduler.quality.state import MAX_GPUS, MILLI, Cluster
 
 MAX_SCORE = 9.0
@@ -75,25 +75,20 @@ def node_scores(gpu_free: np.ndarray, cpu_free: np.ndarray, gpu_models: Sequence
     after = cpu[nodes] - int(request_cpu)
     shared = k == 1 and d < MILLI
     delta = fi.delta_shared(nodes, after, free, d) if shared else fi.delta_whole(nodes, after, k)
-    with np.errstate(over="ignore"):
-        level = (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
+    level = fgd_levels(delta)
     if not shared:
         score[nodes] = MAX_SCORE * level / 100.0
         return score, device
-    level = np.where(np.isfinite(delta), level, -1)
     node_level = level.max(1)
     if waste is None:
         device[nodes] = np.argmax(level, axis=1)
         score[nodes] = MAX_SCORE * node_level / 100.0
         return score, device
-    g = free[nodes]
-    gain = np.where((level >= 0) & (level >= node_level.max() - KAIDASH_SLACK),
-                    waste[np.clip(g - d, 0, MILLI)] - waste[g], np.inf)
+    gain = pairing_gain(waste, free[nodes], d, level)
     # best device per node: least gain, then highest level, then lowest index
-    key = np.where(np.isfinite(gain), gain, np.inf)
-    best_dev = np.lexsort((np.broadcast_to(np.arange(MAX_GPUS), key.shape), -level, key), axis=1)[:, 0]
+    best_dev = np.lexsort((np.broadcast_to(np.arange(MAX_GPUS), gain.shape), -level, gain), axis=1)[:, 0]
     rows = np.arange(len(nodes))
-    best_gain, best_level = key[rows, best_dev], level[rows, best_dev]
+    best_gain, best_level = gain[rows, best_dev], level[rows, best_dev]
     device[nodes] = np.where(np.isfinite(best_gain), best_dev, np.argmax(level, axis=1))
     low = MAX_SCORE / 2 * node_level / 100.0
     cand = np.isfinite(best_gain)

@@ -161,16 +161,20 @@ def _fgd_deltas(ctx: Context, pod: PodRequest, nodes: np.ndarray) -> np.ndarray:
     return fi.delta_whole(nodes, cpu_after, pod.k)
 
 
+def fgd_levels(delta: np.ndarray) -> np.ndarray:
+    """FGD's integer score 0..100 of each ΔF, ``int(sigmoid(−ΔF/1000)·100)``; −1 where ΔF is +inf (no room)."""
+    with np.errstate(over="ignore"):
+        level = (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
+    return np.where(np.isfinite(delta), level, -1)
+
+
 def fgd(ctx: Context, pod: PodRequest, nodes: np.ndarray):
     """Fragmentation gradient descent: least growth of fragmentation, simulator scoring.
 
-    Score = int(sigmoid(−ΔF/1000)·100); a shared pod takes the first GPU with the node's best score.
+    Score = :func:`fgd_levels`; a shared pod takes the first GPU with the node's best score.
     """
-    delta = _fgd_deltas(ctx, pod, nodes)
-    with np.errstate(over="ignore"):
-        score = (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
+    score = fgd_levels(_fgd_deltas(ctx, pod, nodes))       # GPUs without room score −1: no candidates
     if pod.shared:
-        score = np.where(np.isfinite(delta), score, -1)     # GPUs without room are no candidates
         node_score = score.max(1)
         i = argmax_ranked(node_score, ctx.rank[nodes])
         return int(nodes[i]), [int(np.argmax(score[i]))]
@@ -235,6 +239,13 @@ KAIDASH_SLACK = 6
 """FGD score levels (of 100) a shared pod's placement may give up to strand less GPU (chosen on seeds 1..4)."""
 
 
+def pairing_gain(waste: np.ndarray, free: np.ndarray, d: int, level: np.ndarray) -> np.ndarray:
+    """Residual-waste gain ``W[free − d] − W[free]`` of taking ``d`` milli from each GPU (``free``: (F, G)
+    milli), +inf where the GPU has no room or its FGD ``level`` is more than ``KAIDASH_SLACK`` below the best."""
+    near = (level >= 0) & (level >= level.max() - KAIDASH_SLACK)
+    return np.where(near, waste[np.clip(free - d, 0, MILLI)] - waste[free], np.inf)
+
+
 def kaidash(ctx: Context, pod: PodRequest, nodes: np.ndarray):
     """kaidash placement: FGD's node choice, plus pairing of fractions by their expected stranded GPU.
 
@@ -248,15 +259,8 @@ def kaidash(ctx: Context, pod: PodRequest, nodes: np.ndarray):
     """
     if not pod.shared or ctx.waste is None:
         return fgd(ctx, pod, nodes)
-    W = ctx.waste
-    delta = _fgd_deltas(ctx, pod, nodes)                                # (F, G), +inf where no room
-    with np.errstate(over="ignore"):
-        level = (100.0 / (1.0 + np.exp(delta / 1000.0))).astype(np.int64)
-    fits = np.isfinite(delta)
-    level = np.where(fits, level, -1)
-    g = ctx.state.gpu_left[nodes]
-    gain = np.where(fits & (level >= level.max() - KAIDASH_SLACK),
-                    W[np.clip(g - pod.d, 0, MILLI)] - W[g], np.inf)
+    level = fgd_levels(_fgd_deltas(ctx, pod, nodes))                    # (F, G), −1 where no room
+    gain = pairing_gain(ctx.waste, ctx.state.gpu_left[nodes], pod.d, level)
     rows, cols = np.nonzero(gain <= gain.min() + 1e-9)
     cand = nodes[rows]
     pick = np.lexsort((ctx.rank[cand], -level[rows, cols]))[0]
