@@ -73,7 +73,7 @@ class WhatIfView(View):
             pn.pane.HTML("<b>Placement</b> (GPU strategy, GPU device order)"), self.placement,
             pn.pane.HTML("<small><i>fragaware</i>: what if KAI placed fragmentation-aware? kaidash's policy "
                          "(not KAI): FGD's node choice, fractions paired by the GPU they would strand "
-                         "(docs/placement-quality.md)</small>", styles={"color": "#555"}), self.order,
+                         "(docs/placement-quality.md)</small>", styles={"color": "#b0b0b0"}), self.order,
             pn.pane.HTML("<b>Fair share and demand</b>"), self.k_value, self.demand,
             self.download, width=360)
         self.changes = pn.pane.HTML("", sizing_mode="stretch_width")
