@@ -95,6 +95,7 @@ class ResourceStatus:
     error: Optional[str] = None
     relists: int = 0
     reconnects: int = 0
+    bookmarks: int = 0  # BOOKMARK events: the server moved resource_version on without a change
 
     @property
     def usable(self) -> bool:
@@ -124,7 +125,8 @@ class SourceStatus:
     def to_dict(self) -> dict:
         return {name: {"state": r.state, "items": r.items, "resource_version": r.resource_version,
                        "last_event_time": r.last_event_time, "last_list_time": r.last_list_time,
-                       "error": r.error, "relists": r.relists, "reconnects": r.reconnects}
+                       "error": r.error, "relists": r.relists, "reconnects": r.reconnects,
+                       "bookmarks": r.bookmarks}
                 for name, r in self.resources.items()}
 
 
@@ -162,12 +164,14 @@ class _Watcher:
         self.status = ResourceStatus(rtype.name)
         self.thread: Optional[threading.Thread] = None
         self._response = None
+        self._doing = "list"  # the request in flight, for error messages: "list" or "watch"
 
     # ------------------------------------------------------------------------------------------ list
 
     def list_once(self) -> None:
         """List the whole collection (paged) and replace the cache."""
         src = self.source
+        self._doing = "list"
         items: dict[str, dict] = {}
         cont: Optional[str] = None
         rv = None
@@ -207,6 +211,7 @@ class _Watcher:
     def watch_once(self) -> None:
         """Watch from the cached resourceVersion until the server ends the stream (raises on trouble)."""
         src = self.source
+        self._doing = "watch"
         timeout = int(src.watch_timeout_s)
         resp = self.list_fn(watch=True, resource_version=self.status.resource_version, allow_watch_bookmarks=True,
                             timeout_seconds=timeout, _preload_content=False,
@@ -256,6 +261,8 @@ class _Watcher:
                     src._generation += 1
                 self.status.items = len(self.items)
                 self.status.last_event_time = src.clock()
+            elif etype == "BOOKMARK":
+                self.status.bookmarks += 1
             if rv:
                 self.status.resource_version = rv
 
@@ -270,7 +277,8 @@ class _Watcher:
                 if need_list:
                     self.list_once()
                     need_list = False
-                    backoff = src.backoff_initial_s
+                # The backoff resets only once a watch has run: a list that succeeds before a watch that is
+                # refused (RBAC grants list but not watch) must not turn into a relist every half second.
                 self.watch_once()
                 backoff = src.backoff_initial_s
             except _Expired:
@@ -299,16 +307,20 @@ class _Watcher:
             if status_code == 410:
                 st.relists += 1
                 return True
+            listed = st.last_list_time is not None and st.state in ("ok", "stale")
             if status_code == 403:
-                st.state, st.error = "forbidden", f"forbidden: cannot list {self.rtype.display}: {text}"
+                # Once listed, the cache stays in use (stale): an API server that has just restarted answers
+                # 403 until its RBAC cache is loaded, and a role may allow list but not watch (then the
+                # relists, at the backoff's pace, keep the data fresh).
+                st.state = "stale" if listed else "forbidden"
+                st.error = f"forbidden: cannot {self._doing} {self.rtype.display}: {text}"
                 return True
             if status_code == 404:
                 st.state = "absent"
                 st.error = f"not found: the API server does not serve {self.rtype.display} (CRD not installed?)"
                 return True
-            listed = st.last_list_time is not None and st.state in ("ok", "stale")
             st.state = "stale" if listed else "error"
-            st.error = f"cannot {'watch' if listed else 'list'} {self.rtype.display}: {text}"
+            st.error = f"cannot {self._doing} {self.rtype.display}: {text}"
             return not listed
 
     def interrupt(self) -> None:
