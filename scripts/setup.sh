@@ -2,7 +2,10 @@
 # Installs everything kaidash needs on a fresh Debian machine, into a virtual environment at ./.venv:
 #   - Debian packages: python3-venv when the interpreter cannot make a venv (Debian's own Python),
 #     and the packages used by the integration and browser tests (a real Prometheus, headless Chromium);
-#   - the Python package with its test extras, into .venv (so PEP 668 "externally managed" interpreters work).
+#   - the Python package with its test extras, into .venv (so PEP 668 "externally managed" interpreters work);
+#   - the real Kubernetes control plane the kube_apiserver tests run against (etcd, kube-apiserver,
+#     kube-controller-manager, kwok at pinned versions), built from Go modules by tools/kube/build.sh into
+#     ~/.cache/kaidash/kube-bin/ (once per machine: about 1,000 CPU-seconds; needs Go 1.26+ on PATH).
 # Safe to run again. Afterwards: .venv/bin/kaidash serve, .venv/bin/python -m pytest -q.
 # KAIDASH_PYTHON picks the interpreter that makes the venv (default: python3).
 set -euo pipefail
@@ -46,4 +49,12 @@ if ! { "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrad
   echo "setup: pip install failed (log above, kept in $log)" >&2
   exit 1
 fi
+
+if ! command -v go >/dev/null; then
+  echo "setup: the Go toolchain (go 1.26 or newer) is needed to build the Kubernetes API server that the" \
+       "kube_apiserver tests run against; install it from https://go.dev/dl/ and put 'go' on PATH" >&2
+  exit 1
+fi
+kube_bin="$(bash tools/kube/build.sh | tail -n 1)"
+echo "setup: Kubernetes control plane for the tests in $kube_bin"
 echo "setup: kaidash installed in $(pwd)/$VENV (run .venv/bin/kaidash, .venv/bin/python -m pytest)"
