@@ -152,7 +152,7 @@ def _role_without(resource: str, name: str, verb: str | None = None) -> dict:
     return role
 
 
-def test_a_role_missing_one_resource_degrades_that_resource_only(kai_cluster, tmp_path):
+def test_a_role_missing_one_resource_degrades_that_resource_only(kai_cluster, kaidash_kubeconfig, tmp_path):
     api = kai_cluster.admin
     kube_rbac.service_account(api, "kaidash-partial")
     role = _role_without("podgroups", "kaidash-read-no-podgroups")
@@ -180,7 +180,8 @@ def test_a_role_missing_one_resource_degrades_that_resource_only(kai_cluster, tm
         src.stop()
 
 
-def test_a_role_that_may_list_but_not_watch_keeps_the_listed_data_and_polls(kai_cluster, tmp_path):
+def test_a_role_that_may_list_but_not_watch_keeps_the_listed_data_and_polls(kai_cluster, kaidash_kubeconfig,
+                                                                           tmp_path):
     api = kai_cluster.admin
     kube_rbac.service_account(api, "kaidash-nowatch")
     role = _role_without("queues", "kaidash-read-no-queue-watch", verb="watch")
