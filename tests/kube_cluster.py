@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 from urllib.request import Request, urlopen
@@ -366,8 +367,9 @@ class ControlPlane:
 
     # ------------------------------------------------------------------------------------------ audit
 
-    def audit_events(self, user: Optional[str] = None) -> list[dict]:
-        """The API server's audit log (one event per request, ResponseComplete/ResponseStarted), by user."""
+    def audit_events(self, user: Optional[str] = None, since: Optional[float] = None) -> list[dict]:
+        """Completed requests from the API server's audit log, of ``user`` and received at or after ``since``
+        (epoch seconds) when given."""
         events = []
         try:
             lines = self.audit_log.read_text().splitlines()
@@ -378,6 +380,15 @@ class ControlPlane:
                 ev = json.loads(line)
             except ValueError:
                 continue  # a line being written
-            if user is None or (ev.get("user") or {}).get("username") == user:
-                events.append(ev)
+            if ev.get("stage") != "ResponseComplete":
+                continue
+            if user is not None and (ev.get("user") or {}).get("username") != user:
+                continue
+            if since is not None and _epoch(ev["requestReceivedTimestamp"]) < since:
+                continue
+            events.append(ev)
         return events
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

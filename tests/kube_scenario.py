@@ -20,14 +20,15 @@ from typing import Any, Optional
 
 from kubernetes import client as k8s
 
-from kai_objects import kai_priority_classes, node, pod, pod_group, queue, small_cluster
+from kai_objects import kai_priority_classes, node, pod, pod_group, small_cluster
 from kube_cluster import KWOK_NODE_ANNOTATION, wait_for
 
 RESERVATION_NS = "kai-resource-reservation"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GROUP_CHAT = "6b4c0f6e-1f1e-4c1a-9d55-0d7f3a1c2b10"     # a shared GPU: chat-0 (0.5) and chat-1 (0.25)
 GROUP_EMBED = "0e1d2c3b-4a59-4687-9a1b-2c3d4e5f6a7b"    # another GPU of the same node: embed-0 (0.5)
-GPU_UUIDS = {GROUP_CHAT: "GPU-8f1c9a02-3b7d-4e61-a5c4-0d2e9b7f6a13", GROUP_EMBED: "GPU-2d7e4b19-c6a8-4f30-9e15-7b3a0c8d5e24"}
+GPU_UUIDS = {GROUP_CHAT: "GPU-8f1c9a02-3b7d-4e61-a5c4-0d2e9b7f6a13",    # what KAI's reservation binary writes
+             GROUP_EMBED: "GPU-2d7e4b19-c6a8-4f30-9e15-7b3a0c8d5e24"}
 NAMESPACES = ("llm", "vision", "serving", "ml-legacy", "gpu-operator", RESERVATION_NS)
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "deletionTimestamp",
                  "deletionGracePeriodSeconds", "selfLink")
@@ -71,12 +72,13 @@ def reservation_pod(node_name: str, group: str, source_tolerations: list) -> dic
                      "annotations": {"karpenter.sh/do-not-disrupt": "true"}},
         "spec": {"nodeName": node_name, "tolerations": source_tolerations,
                  "serviceAccountName": "kai-resource-reservation",
-                 "containers": [{"name": "resource-reservation", "image": "registry/local/kai-scheduler/resource-reservation",
-                                 "imagePullPolicy": "IfNotPresent",
-                                 "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}},
-                                 "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                                         {"name": "POD_NAMESPACE",
-                                          "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}]},
+                 "containers": [{
+                     "name": "resource-reservation", "image": "registry/local/kai-scheduler/resource-reservation",
+                     "imagePullPolicy": "IfNotPresent",
+                     "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}},
+                     "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                             {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}],
+                 }]},
     }
 
 

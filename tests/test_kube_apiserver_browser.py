@@ -16,7 +16,7 @@ import pytest
 from kube_cluster import CONTEXT
 from scheduler.engine import run_session
 from scheduler.sources.kube import KubeSource
-from test_dashboard_browser import CHROMIUM, SHOTS, Page, Server, playwright_api
+from test_dashboard_browser import SHOTS, Page, Server, browser, page  # noqa: F401 - fixtures shared
 
 pytestmark = [pytest.mark.kube_apiserver, pytest.mark.browser]
 
@@ -34,22 +34,6 @@ def served(kai_cluster, kaidash_kubeconfig):
             os.environ["KUBECONFIG"] = old
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    p = Page(browser)
-    yield p
-    p.close()
 
 
 def _shots(page: Page, name: str) -> None:

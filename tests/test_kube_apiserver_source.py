@@ -105,7 +105,7 @@ def test_in_cluster_credentials_as_the_deployment_uses_them(kai_cluster, kaidash
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(kai_cluster.api_port))
     since = time.time()
     check_scenario(KubeSource.in_cluster().capture().snapshot)
-    assert {e["verb"] for e in _audit(kai_cluster, since)} == {"list"}   # as kaidash's ServiceAccount
+    assert {e["verb"] for e in kai_cluster.audit_events(USER, since)} == {"list"}   # as kaidash's ServiceAccount
 
 
 # ---------------------------------------------------------------------------------------------- paging
@@ -132,22 +132,10 @@ def test_a_list_larger_than_the_page_is_read_in_pages(kai_cluster, kaidash_kubec
     since = time.time()
     conv = source(kaidash_kubeconfig, page_size=7).capture()
     assert len(conv.snapshot.job_map()["paging/pg-wide"].tasks) == many_pods
-    lists = [e["requestURI"] for e in _audit(kai_cluster, since)
+    lists = [e["requestURI"] for e in kai_cluster.audit_events(USER, since)
              if e["verb"] == "list" and e["objectRef"]["resource"] == "pods" and "limit=7" in e["requestURI"]]
     assert len(lists) == math.ceil(total / 7), lists    # one request per page of 7
     assert ["continue=" in uri for uri in lists] == [False] + [True] * (len(lists) - 1)
-
-
-def _audit(plane, since: float) -> list[dict]:
-    """kaidash's requests (its ServiceAccount's) completed after ``since``."""
-    return [e for e in plane.audit_events(USER) if e.get("stage") == "ResponseComplete"
-            and _epoch(e["requestReceivedTimestamp"]) >= since - 0.5]
-
-
-def _epoch(stamp: str) -> float:
-    from datetime import datetime
-
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 # ---------------------------------------------------------------------------------------------- watch
