@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -187,6 +188,7 @@ class ControlPlane:
         """Stop every component, newest first (kwok, controller manager, API server, etcd)."""
         for name in reversed(list(self._procs)):
             self._procs[name].stop()
+        shutil.rmtree(self.work / "etcd", ignore_errors=True)   # 120+ MB of preallocated WAL; logs are kept
         if self.admin is not None:
             self.admin.close()
             self.admin = None
@@ -279,7 +281,7 @@ class ControlPlane:
             str(self.bin / "kube-controller-manager"), "--kubeconfig", str(kubeconfig),
             "--authentication-kubeconfig", str(kubeconfig), "--authorization-kubeconfig", str(kubeconfig),
             "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
-            "--leader-elect=false", "--use-service-account-credentials=false",
+            "--leader-elect=false", "--use-service-account-credentials=true",   # one identity per controller, as kubeadm
             "--service-account-private-key-file", str(self.pki.sa_key), "--root-ca-file", str(self.pki.ca_cert),
             "--controllers", "*,-csrsigning,-csrapproving,-bootstrapsigner,-tokencleaner",
             "--v", "1"])

@@ -245,8 +245,9 @@ def load(api: k8s.ApiClient) -> None:
     tolerations = created["chat-0"]["spec"]["tolerations"]
     for group in (GROUP_CHAT, GROUP_EMBED):
         core.create_namespaced_pod(RESERVATION_NS, reservation_pod("l4-0", group, tolerations))
-    wait_for(lambda: all(_ready(n) for n in core.list_node().items if n.metadata.name != "a100-0"), 60,
-             "kwok to report the nodes Ready")
+    wait_for(lambda: all(_ready(n) and not _taint_keys(n) & {"node.kubernetes.io/not-ready"}
+                         for n in core.list_node().items if n.metadata.name != "a100-0"), 60,
+             "kwok to report the nodes Ready and the controller manager to lift their not-ready taint")
     wait_for(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(RESERVATION_NS).items), 60,
              "the reservation pods to run")
     # what KAI's reservation binary does once it runs: write the GPU's UUID on its own pod
@@ -256,6 +257,10 @@ def load(api: k8s.ApiClient) -> None:
                                   {"metadata": {"annotations": {"run.ai/reserve_for_gpu_index": uuid}}})
     bound = [(o["metadata"]["name"], o["metadata"]["namespace"]) for o, n in pods() if n]
     wait_for(lambda: all(pod_phase(api, name, ns) == "Running" for name, ns in bound), 60, "bound pods to run")
+
+
+def _taint_keys(n: Any) -> set:
+    return {t.key for t in (n.spec.taints or [])}
 
 
 def _ready(n: Any) -> bool:

@@ -4,7 +4,9 @@ One thread per resource type (nodes, pods, priority classes, KAI queues, pod gro
 collection, then watches from the list's resourceVersion, applying ADDED/MODIFIED/DELETED events to a cache.
 A watch that ends is resumed from the last version seen; a 410 Gone (history compacted) triggers a relist;
 other failures back off exponentially (with jitter) and retry. A 403 on one resource type is reported by name
-("forbidden: cannot list podgroups.scheduling.run.ai: ...") and the others keep working.
+("forbidden: cannot list podgroups.scheduling.run.ai: ...") and the others keep working; a 403 after that type
+was listed (a role without watch, an API server still loading RBAC after a restart) keeps its cached objects in
+use, marked stale.
 
 :meth:`KubeSource.snapshot` converts the cache into a validated :class:`~scheduler.model.Snapshot` at any time
 (thread-safe; re-converted only when something changed, and then incrementally: an
