@@ -18,7 +18,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 def pytest_collection_finish(session):
     """Build the control-plane binaries before the first ``kube_apiserver`` test runs, outside any test's
-    timeout (a no-op when ``scripts/setup.sh`` built them; about 1,000 CPU-seconds when nothing is cached).
+    timeout (a no-op when ``scripts/setup.sh --tests`` built them; about 1,000 CPU-seconds when nothing is cached).
     A failure is not raised here: the ``kube_cluster`` fixture reports it on each test that needs it."""
     if session.config.option.collectonly or not any(i.get_closest_marker("kube_apiserver") for i in session.items):
         return

@@ -57,7 +57,7 @@ def kube_binaries(build: bool = True) -> Path:
     """The directory holding etcd, kube-apiserver, kube-controller-manager, kwok and kwok-stages.yaml.
 
     Runs ``tools/kube/build.sh``, which returns at once when the binaries of the pinned versions are cached
-    and otherwise builds them (about 1,000 CPU-seconds; ``scripts/setup.sh`` does it ahead of the tests).
+    and otherwise builds them (about 1,000 CPU-seconds; ``scripts/setup.sh --tests`` does it ahead of the tests).
     """
     args = ["bash", str(BUILD_SCRIPT)] + ([] if build else ["--dir"])
     proc = subprocess.run(args, capture_output=True, text=True)
