@@ -18,14 +18,20 @@ class SnapshotError(KaidashError):
         if isinstance(problems, str):
             problems = [(problems, message or "invalid")]
         self.problems = list(problems)
-        lines = [f"{path}: {msg}" for path, msg in self.problems]
-        head = "invalid snapshot" if len(lines) == 1 else f"invalid snapshot ({len(lines)} problems)"
-        super().__init__(head + ":\n  " + "\n  ".join(lines))
+        super().__init__(problem_text("invalid snapshot", self.problems))
 
     @property
     def path(self) -> str:
         """Path of the first problem."""
         return self.problems[0][0]
+
+
+def problem_text(head: str, problems: list[tuple[str, str]]) -> str:
+    """``head: path: message`` on one line for one problem; else the head, then one indented line each."""
+    lines = [f"{path}: {msg}" for path, msg in problems]
+    if len(lines) == 1:
+        return f"{head}: {lines[0]}"
+    return f"{head} ({len(lines)} problems):\n  " + "\n  ".join(lines)
 
 
 class SourceError(KaidashError):
