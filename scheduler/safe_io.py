@@ -478,6 +478,9 @@ def parse_yaml(text: str | bytes, where: str, limits: Optional[Limits] = None) -
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         detail = getattr(exc, "problem", None) or str(exc)
+        context = getattr(exc, "context", None)
+        if context and detail.startswith("but "):   # "expected a single document ..., but found another document"
+            detail = f"{context}, {detail}"
         raise SnapshotError(where, f"not valid YAML{at} (file truncated or corrupt?): {detail}") from None
     except RecursionError:
         raise _depth_error(where, limits) from None

@@ -68,18 +68,17 @@ def zip_bomb(directory: Path, inflated_bytes: int = 2**31, lying: bool = False, 
     ``inflated_bytes``), so only a streaming cap can stop it.
     """
     head = b'{"rawObjects": {"pods": ['
-    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
-    parts = [comp.compress(head)]
-    crc = zlib.crc32(head)
     chunk = b" " * (1 << 24)
-    left = inflated_bytes - len(head)
-    while left > 0:
-        piece = chunk if left >= len(chunk) else chunk[:left]
-        parts.append(comp.compress(piece))
-        crc = zlib.crc32(piece, crc)
-        left -= len(piece)
-    parts.append(comp.flush())
-    compressed = b"".join(parts)
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    # After a full flush the compressor starts afresh, so one compressed chunk can be repeated as is.
+    first = comp.compress(head) + comp.flush(zlib.Z_FULL_FLUSH)
+    block = comp.compress(chunk) + comp.flush(zlib.Z_FULL_FLUSH)
+    full, rest = divmod(inflated_bytes - len(head), len(chunk))
+    crc = zlib.crc32(head)
+    for _ in range(full):
+        crc = zlib.crc32(chunk, crc)
+    crc = zlib.crc32(chunk[:rest], crc)
+    compressed = first + block * full + comp.compress(chunk[:rest]) + comp.flush()
     declared = 1024 if lying else inflated_bytes
     if declared >= 2**32:
         raise ValueError("use fewer than 4 GiB (no zip64 in this builder)")
