@@ -196,7 +196,7 @@ def _read_regular(path: Path, where: str, cap: int) -> bytes:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
             raise PathRefusedError(f"{where}: {_kind(st.st_mode)}, not a regular file; kaidash reads only regular "
-                                   "files")
+                                   "files (save the data to a file first)")
         if st.st_size > cap:
             raise InputLimitError(where, "max_file_bytes", f"file is {_size(st.st_size)}, over the {_size(cap)} "
                                                            f"limit on an input file ({_size_hint()})")

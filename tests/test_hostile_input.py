@@ -308,3 +308,11 @@ def test_loaders_stay_responsive_while_a_fifo_has_no_writer(tmp_path):
     t.join(30)
     assert not t.is_alive(), "load_snapshot blocked on a FIFO"
     assert outcome and "named pipe" in outcome[0]
+
+
+def test_serve_listens_on_loopback_by_default():
+    from scheduler.cli import build_parser
+
+    parser, _ = build_parser()
+    assert parser.parse_args(["serve"]).address == "127.0.0.1"
+    assert parser.parse_args(["exporter"]).host == "127.0.0.1"

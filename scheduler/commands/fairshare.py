@@ -68,7 +68,7 @@ def _number(value: Any, path: str, problems: list, *, allow_unlimited: bool = Fa
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         problems.append((path, f"expected a number, got {value!r}"))
         return None
-    v = float(value)
+    v = float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf   # no OverflowError
     if math.isnan(v) or math.isinf(v):
         problems.append((path, f"expected a finite number, got {value!r}"))
         return None
