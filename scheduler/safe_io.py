@@ -278,8 +278,9 @@ class SafeZip:
         try:
             self._zf = zipfile.ZipFile(io.BytesIO(data))
             infos = self._zf.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, struct.error, OverflowError) as exc:
-            raise SnapshotError(where, f"not a valid zip archive (truncated or corrupt download?): {exc}") from None
+        except Exception as exc:  # noqa: BLE001 — whatever the zip reader trips on in a damaged archive
+            raise SnapshotError(where, f"not a valid zip archive (truncated or corrupt download?): "
+                                       f"{_zip_reason(exc)}") from None
         self._check_table(len(infos), 0)
         self.infos = {i.filename: i for i in infos}
 
@@ -326,17 +327,21 @@ class SafeZip:
                         raise InputLimitError(where, "max_ratio", self._ratio_message(len(out), info.compress_size))
         except KaidashError:
             raise
-        except RuntimeError as exc:  # encrypted member
+        except (RuntimeError, NotImplementedError) as exc:  # encrypted; a compression method Python lacks
             raise SnapshotError(where, f"cannot read zip member: {exc}") from None
-        except NotImplementedError as exc:
-            raise SnapshotError(where, f"cannot read zip member: {exc}") from None
-        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, struct.error, OverflowError) as exc:
-            raise SnapshotError(where, f"zip member is truncated or corrupt: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 — a damaged member: bad CRC, bad deflate data, bad header
+            raise SnapshotError(where, f"zip member is truncated or corrupt: {_zip_reason(exc)}") from None
         return bytes(out)
 
     def _ratio_message(self, inflated: int, compressed: int) -> str:
         return (f"inflates to {_size(inflated)} from {_size(compressed)} (over {self.limits.max_ratio:g}:1, "
                 f"the limit on a zip member's compression ratio; a zip bomb?)")
+
+
+def _zip_reason(exc: Exception) -> str:
+    """The zip reader's complaint; its class name when that says more than the message."""
+    known = (zipfile.BadZipFile, zlib.error, EOFError)
+    return str(exc) if isinstance(exc, known) and str(exc) else f"{type(exc).__name__}: {exc}"
 
 
 def open_zip(path: str | os.PathLike, limits: Optional[Limits] = None) -> SafeZip:
