@@ -3,6 +3,7 @@
     python bench/hostile_input.py                     # every case, this checkout
     python bench/hostile_input.py --code /tmp/old     # the same inputs against another copy of the code
     python bench/hostile_input.py --only bomb --timeout 300
+    python bench/hostile_input.py --valid --only valid   # what the checks cost on large valid inputs
 
 Each case runs ``python -m scheduler.cli ...`` in its own process (``PYTHONPATH`` = ``--code``) under a
 wall-clock ``--timeout`` and an address-space cap (``--max-gib``, so a bomb cannot take the machine down), and
@@ -60,6 +61,34 @@ def cases(tmp: Path) -> list[tuple[str, list[str]]]:
     ]
 
 
+def legit_cases(tmp: Path, code: Path) -> list[tuple[str, list[str]]]:
+    """What the limits cost on large, valid inputs: a 4,000-node KAI zip (``bench.source_convert``'s cluster)
+    and a 2,000-node synthetic snapshot in YAML and JSON."""
+    import json
+    import zipfile
+
+    sys.path.insert(0, str(ROOT))
+    from bench.source_convert import make_cluster
+    from kai_objects import kai_snapshot_doc
+
+    cluster = make_cluster()
+    doc = kai_snapshot_doc({k: list(v.values()) for k, v in cluster.items()})
+    kai = tmp / "large-kai.zip"
+    with zipfile.ZipFile(kai, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("snapshot.json", json.dumps(doc))
+    out = []
+    for fmt in ("yaml", "json"):
+        path = tmp / f"large.{fmt}"
+        subprocess.run([sys.executable, "-m", "scheduler.cli", "snapshot", "generate", "--nodes", "2000", "--seed", "1",
+                        "-o", str(path)], cwd=str(code), env=dict(os.environ, PYTHONPATH=str(code)), check=True,
+                       stdout=subprocess.DEVNULL)
+        out.append((f"valid 2,000-node snapshot ({fmt}, {path.stat().st_size / 2**20:.0f} MiB): validate",
+                    ["snapshot", "validate", str(path)]))
+    out.insert(0, (f"valid 4,000-node KAI zip ({kai.stat().st_size / 2**20:.0f} MiB): validate",
+                   ["snapshot", "validate", str(kai)]))
+    return out
+
+
 def run_case(argv: list[str], code: Path, timeout: float, max_bytes: int) -> dict:
     """Run ``kaidash argv`` once; exit code, wall seconds, peak RSS (MiB), last stderr line, traceback?"""
     env = dict(os.environ, PYTHONPATH=str(code))
@@ -106,11 +135,13 @@ def main(argv=None) -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case (default 120)")
     ap.add_argument("--max-gib", type=float, default=8.0, help="address-space cap per case, GiB (default 8)")
     ap.add_argument("--only", default="", help="run the cases whose label contains this text")
+    ap.add_argument("--valid", action="store_true", help="also time large valid inputs (what the limits cost)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         print("| case | exit | wall s | peak RSS MiB | stderr (last line) |\n|---|---|---|---|---|")
-        for label, cmd in cases(tmp):
+        todo = cases(tmp) + (legit_cases(tmp, args.code.resolve()) if args.valid else [])
+        for label, cmd in todo:
             if args.only and args.only not in label:
                 continue
             r = run_case(cmd, args.code.resolve(), args.timeout, int(args.max_gib * 2**30))

@@ -3,6 +3,9 @@
 Each subcommand lives in its own module exposing ``NAME``, ``HELP``, ``add_arguments(parser)`` and
 ``run(args) -> int``. The dashboard's ``serve`` command is a module of the ``dashboard`` package that imports
 Panel only when it runs, so engine commands never load the UI.
+
+Every error is one message on stderr (``kaidash CMD: error: ...``: the file, object, field or limit) and exit
+code 1; ``--debug`` anywhere on the line (or ``KAIDASH_DEBUG=1``) prints the traceback as well.
 """
 
 from __future__ import annotations

@@ -176,10 +176,10 @@ def read_bytes(path: str | os.PathLike, limits: Optional[Limits] = None) -> byte
     limits = limits or Limits.from_env()
     policy = _POLICY.get()
     where = str(path)
-    target = policy.data_dirs.check(path) if policy.data_dirs is not None else Path(path)
-    if policy.timeout_s is None:
-        return _read_regular(target, where, limits.max_file_bytes)
-    return _with_timeout(lambda: _read_regular(target, where, limits.max_file_bytes), policy.timeout_s, where)
+    dirs = policy.data_dirs
+    target = dirs.check(path) if dirs is not None else Path(path)
+    read = lambda: _read_regular(target, where, limits.max_file_bytes, dirs)  # noqa: E731
+    return read() if policy.timeout_s is None else _with_timeout(read, policy.timeout_s, where)
 
 
 def read_text(path: str | os.PathLike, limits: Optional[Limits] = None) -> str:
@@ -191,7 +191,7 @@ def read_text(path: str | os.PathLike, limits: Optional[Limits] = None) -> str:
         raise SnapshotError(str(path), f"not UTF-8 text (byte {exc.start}): is this a snapshot file?") from None
 
 
-def _read_regular(path: Path, where: str, cap: int) -> bytes:
+def _read_regular(path: Path, where: str, cap: int, dirs: Optional[DataDirs] = None) -> bytes:
     try:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
@@ -212,6 +212,9 @@ def _read_regular(path: Path, where: str, cap: int) -> bytes:
         st2 = os.fstat(fh.fileno())
         if not stat.S_ISREG(st2.st_mode) or (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
             raise PathRefusedError(f"{where}: changed while being opened; not read")
+        opened = f"/proc/self/fd/{fh.fileno()}"
+        if dirs is not None and os.path.exists(opened):   # what was opened, not what the name meant a moment ago
+            dirs.check(os.path.realpath(opened))
         try:
             data = fh.read(cap + 1)
         except OSError as exc:
@@ -298,9 +301,9 @@ class SafeZip:
     def names(self) -> list[str]:
         return list(self.infos)
 
-    def read(self, name: str) -> bytes:
+    def read(self, name: str) -> bytearray:
         """A member's bytes, streamed with a cap: at most ``max_member_bytes`` and ``max_ratio`` times its
-        compressed size, whatever its header claims."""
+        compressed size, whatever its header claims (a ``bytearray``, not copied once more)."""
         info, lim = self.infos[name], self.limits
         where = f"{self.where}:{name}"
         cap = lim.max_member_bytes
@@ -331,7 +334,7 @@ class SafeZip:
             raise SnapshotError(where, f"cannot read zip member: {exc}") from None
         except Exception as exc:  # noqa: BLE001 — a damaged member: bad CRC, bad deflate data, bad header
             raise SnapshotError(where, f"zip member is truncated or corrupt: {_zip_reason(exc)}") from None
-        return bytes(out)
+        return out
 
     def _ratio_message(self, inflated: int, compressed: int) -> str:
         return (f"inflates to {_size(inflated)} from {_size(compressed)} (over {self.limits.max_ratio:g}:1, "
@@ -352,7 +355,7 @@ def open_zip(path: str | os.PathLike, limits: Optional[Limits] = None) -> SafeZi
 
 # ---------------------------------------------------------------------------------------------- JSON
 
-def parse_json(data: bytes | str, where: str, limits: Optional[Limits] = None) -> Any:
+def parse_json(data: bytes | bytearray | str, where: str, limits: Optional[Limits] = None) -> Any:
     """A JSON document, nested at most ``max_depth`` levels; :class:`SnapshotError` naming ``where``."""
     limits = limits or Limits.from_env()
     try:

@@ -29,9 +29,20 @@ def _nest(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
+@pytest.fixture(params=["libyaml", "pure-python"])
+def yaml_loader(request, monkeypatch):
+    """The test runs with both YAML loaders: libyaml's parser (used when PyYAML has it) and PyYAML's own."""
+    if request.param == "pure-python":
+        monkeypatch.setattr(safe_io, "_LOADER", safe_io._PyLoader)
+    elif safe_io._CParser is None:
+        pytest.skip("PyYAML is built without libyaml here")
+    return request.param
+
+
 # ---------------------------------------------------------------------------------------------- nesting
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
+@pytest.mark.usefixtures("yaml_loader")
 def test_nesting_limit_is_exact_and_the_same_for_json_and_yaml(fmt):
     limits = Limits(max_depth=10)
     ok = '{"a": ' + _nest(9) + "}"          # the mapping is level 1, nine lists below it: 10 levels
@@ -43,6 +54,7 @@ def test_nesting_limit_is_exact_and_the_same_for_json_and_yaml(fmt):
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
+@pytest.mark.usefixtures("yaml_loader")
 def test_nesting_far_beyond_the_interpreter_stack_is_the_limit_error(fmt):
     with pytest.raises(InputLimitError, match="nested more than 100 levels"):
         safe_io.parse_document(_nest(200_000), "x", fmt)
@@ -50,6 +62,7 @@ def test_nesting_far_beyond_the_interpreter_stack_is_the_limit_error(fmt):
 
 # ---------------------------------------------------------------------------------------------- YAML aliases
 
+@pytest.mark.usefixtures("yaml_loader")
 def test_anchors_and_aliases_within_the_budget_read_as_if_expanded():
     shared = ("version: 1\nnodes:\n- {name: a, gpus: 0, cpu_millis: 1000, memory_bytes: 1000, pods: 10,"
               " labels: &lab {zone: z1, pool: p}}\n- {name: b, gpus: 0, cpu_millis: 1000, memory_bytes: 1000,"
@@ -61,6 +74,7 @@ def test_anchors_and_aliases_within_the_budget_read_as_if_expanded():
     assert loads_snapshot(shared).nodes[1].labels == {"zone": "z1", "pool": "p"}
 
 
+@pytest.mark.usefixtures("yaml_loader")
 def test_alias_budget_counts_what_each_alias_expands_to():
     # l0 = [lol x5] (6 nodes); l1 = 5 x *l0 (5 x 6 = 30 added); l2 = 5 x *l1 (l1 is 31 nodes: 155 added);
     # use: *l2 (l2 is 156 nodes): 30 + 155 + 156 = 341 nodes added by aliases in all.
@@ -71,6 +85,7 @@ def test_alias_budget_counts_what_each_alias_expands_to():
     assert info.value.limit == "max_alias_nodes" and "bomb.yaml" in str(info.value) and "*l2" in str(info.value)
 
 
+@pytest.mark.usefixtures("yaml_loader")
 def test_an_alias_inside_its_own_anchor_is_refused():
     with pytest.raises(SnapshotError, match="refers to a node that contains it"):
         safe_io.parse_yaml("a: &x [1, *x]\n", "loop.yaml")
@@ -83,6 +98,7 @@ def test_an_alias_inside_its_own_anchor_is_refused():
     ("a: &x 1\nb: &x 2\nc: *y\n", "not valid YAML"),
     ("a: 1\n---\nb: 2\n", "expected a single document"),
 ])
+@pytest.mark.usefixtures("yaml_loader")
 def test_yaml_oddities_are_snapshot_errors(text, words):
     with pytest.raises(SnapshotError, match=words):
         safe_io.parse_yaml(text, "odd.yaml")
@@ -179,6 +195,21 @@ def test_data_dirs_allow_inside_and_refuse_outside(tmp_path):
             dirs.check(outside)
 
 
+def test_the_opened_file_is_checked_against_the_data_dirs(tmp_path, monkeypatch):
+    """A name that resolved inside a data directory but opens a file outside it (swapped in between)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "s.yaml").write_text("x")
+    outside = tmp_path / "outside.yaml"
+    outside.write_text("x")
+    real_open = os.open
+    monkeypatch.setattr(safe_io.os, "open", lambda p, flags: real_open(outside, flags))
+    monkeypatch.setattr(safe_io.os, "stat", lambda p: os.lstat(outside))
+    with server_reads(DataDirs([data])):
+        with pytest.raises(PathRefusedError, match="outside the data directories"):
+            safe_io.read_bytes(data / "s.yaml")
+
+
 def test_default_data_dir_is_the_working_directory_but_never_the_root(tmp_path, monkeypatch):
     monkeypatch.delenv("KAIDASH_DATA_DIRS", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -204,9 +235,9 @@ def test_server_reads_give_up_after_the_time_limit(monkeypatch):
     release = threading.Event()
     slow = safe_io._read_regular
 
-    def hung(path, where, cap):
+    def hung(*args):
         release.wait(30)                               # a read stuck on a dead network filesystem
-        return slow(path, where, cap)
+        return slow(*args)
 
     monkeypatch.setattr(safe_io, "_read_regular", hung)
     try:
