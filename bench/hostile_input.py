@@ -7,7 +7,7 @@
 
 Each case runs ``python -m scheduler.cli ...`` in its own process (``PYTHONPATH`` = ``--code``) under a
 wall-clock ``--timeout`` and an address-space cap (``--max-gib``, so a bomb cannot take the machine down), and
-reports: the exit code (``timeout`` / ``killed``), the wall time, the peak resident memory of that process
+reports: the exit code (``timeout`` / ``killed``), the wall and CPU time, the peak resident memory of that process
 (``wait4``'s ``ru_maxrss``) and the last line of stderr, marked ``TRACEBACK`` when stderr holds one. Inputs are
 built by ``tests/hostile_inputs.py`` into a temporary directory (the 2 GiB zip bomb takes ~10 s to build).
 """
@@ -125,7 +125,7 @@ def run_case(argv: list[str], code: Path, timeout: float, max_bytes: int) -> dic
         code_s = f"signal {os.WTERMSIG(status)}"
     else:
         code_s = str(os.WEXITSTATUS(status))
-    return {"exit": code_s, "wall_s": wall, "rss_mib": usage.ru_maxrss / 1024,
+    return {"exit": code_s, "wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mib": usage.ru_maxrss / 1024,
             "traceback": "Traceback (most recent call last)" in text, "last": lines[-1][:140] if lines else ""}
 
 
@@ -139,14 +139,15 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        print("| case | exit | wall s | peak RSS MiB | stderr (last line) |\n|---|---|---|---|---|")
+        print("| case | exit | wall s | CPU s | peak RSS MiB | stderr (last line) |\n|---|---|---|---|---|---|")
         todo = cases(tmp) + (legit_cases(tmp, args.code.resolve()) if args.valid else [])
         for label, cmd in todo:
             if args.only and args.only not in label:
                 continue
             r = run_case(cmd, args.code.resolve(), args.timeout, int(args.max_gib * 2**30))
             last = ("TRACEBACK: " if r["traceback"] else "") + r["last"].replace("|", "/")
-            print(f"| {label} | {r['exit']} | {r['wall_s']:.2f} | {r['rss_mib']:.0f} | {last} |", flush=True)
+            print(f"| {label} | {r['exit']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['rss_mib']:.0f} | {last} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
