@@ -8,7 +8,8 @@ Input (YAML or JSON)::
       - {name: A, parent: null, priority: 100, creation_time: 0,
          gpu: {quota: 2, limit: -1, over_quota_weight: 1, request: 8, usage: 0}}
 
-A parent's ``request`` defaults to the sum of its children's. Quantities are taken as given (no unit
+``total`` is required (at least one resource; a resource left out is 0). A parent's ``request`` defaults to
+the sum of its children's. Quantities are taken as given (no unit
 conversion). Output (``--format json``): ``{"fair_share": {queue: {gpu, cpu, memory}}, "remaining": {gpu, cpu,
 memory}}`` where ``remaining`` is what the top level did not hand out. ``--format table`` shows per queue
 deserved -> fair share -> requested; ``--explain`` prints the phase-by-phase division of every level.
