@@ -17,6 +17,7 @@ from typing import Iterable
 
 from ..errors import SnapshotError
 from ..model import Snapshot
+from ..preflight import check_output_file
 
 NAME = "snapshot"
 HELP = "import a KAI snapshot zip, capture a live cluster, validate or generate a snapshot file"
@@ -77,6 +78,8 @@ def _done(snap: Snapshot, output: str, n_warnings: int) -> None:
 
 def run(args) -> int:
     action = args.snapshot_command
+    if action in ("import", "capture", "generate"):
+        check_output_file(args.output, "-o")   # before the work: a typo in the directory costs nothing
     if action == "import":
         from ..sources.kai_snapshot import import_kai_snapshot
 

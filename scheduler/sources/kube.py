@@ -33,6 +33,8 @@ from typing import Any, Callable, Iterable, Optional
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import (ConnectTimeoutError, MaxRetryError, NameResolutionError, NewConnectionError,
+                               ReadTimeoutError, SSLError)
 from kubernetes.watch.watch import iter_resp_lines
 
 from ..errors import SourceError
@@ -150,8 +152,37 @@ def _error_text(exc: BaseException) -> str:
         except (TypeError, ValueError):
             pass
         return f"HTTP {exc.status} {exc.reason}: {message or (exc.body or '').strip()[:300]}".strip()
+    if isinstance(exc, MaxRetryError):   # the API server cannot be reached: say so in plain words
+        pool = getattr(exc, "pool", None)
+        where = f" at {pool.host}:{pool.port}" if pool is not None else ""
+        return f"cannot reach the API server{where}: {_connection_reason(exc.reason)}"
     text = str(exc).strip() or type(exc).__name__
     return text[:300]
+
+
+def _connection_reason(reason: BaseException | None) -> str:
+    """``connection refused``, ``name not resolved (...)``, ``timed out``, ``TLS error: ...`` from urllib3."""
+    cause = getattr(reason, "__cause__", None) or getattr(reason, "__context__", None)
+    if isinstance(reason, NameResolutionError):
+        return f"name not resolved ({getattr(cause, 'strerror', None) or cause or reason})"
+    if isinstance(reason, NewConnectionError) and isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()   # a subclass of ConnectTimeoutError, but usually "connection refused"
+    if isinstance(reason, (ConnectTimeoutError, ReadTimeoutError)):
+        return "timed out"
+    if isinstance(reason, SSLError):
+        return f"TLS error: {cause or reason}"
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()
+    return str(reason or "unknown error")[:200]
+
+
+def _failures_text(failed: list) -> str:
+    """One line for the resources that could not be listed; one cause said once when they share it."""
+    errors = [w.status.error or f"cannot list {w.rtype.display}" for w in failed]
+    causes = {e.split(": ", 1)[1] if e.startswith("cannot list ") and ": " in e else e for e in errors}
+    if len(causes) == 1 and len(failed) > 1:
+        return f"cannot list {', '.join(w.rtype.display for w in failed)}: {causes.pop()}"
+    return "; ".join(errors)
 
 
 class _Watcher:
@@ -475,7 +506,7 @@ class KubeSource:
                     w.status.state = "error"
         failed = [w for w in self._watchers.values() if w.rtype.required and not w.status.usable]
         if failed:
-            raise SourceError("; ".join(w.status.error or f"cannot list {w.rtype.display}" for w in failed))
+            raise SourceError(_failures_text(failed))
         return self.conversion()
 
     # ------------------------------------------------------------------------------------------ reading
