@@ -114,8 +114,15 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
                 err = (finite["p50_s"] - finite["actual_s"]).abs()
                 rel = err / finite["actual_s"].clip(lower=args_floor)
                 inside = ((done["actual_s"] >= done["p10_s"] - 1) & (done["actual_s"] <= done["p90_s"] + 1))
+                cens = q[q["actual_s"].isna()]
+                # a censored job did not start before the truth run ended: the estimate was right to say "later"
+                # when its p50 lies beyond that end; otherwise it was early by at least (end - p50)
+                later = cens["p50_s"] >= cens["censored_after_s"]
+                early_by = (cens["censored_after_s"] - cens["p50_s"])[~later]
                 out.append({"mode": mode, "subset": subset, "queue": queue, "estimates": len(q),
-                            "censored": int(q["actual_s"].isna().sum()),
+                            "censored": len(cens),
+                            "censored_said_later": later.mean() if len(cens) else math.nan,
+                            "censored_early_by_median_min": early_by.median() / 60 if len(early_by) else math.nan,
                             "beyond_horizon": int((~np.isfinite(done["p50_s"])).sum()),
                             "median_abs_min": err.median() / 60, "p90_abs_min": err.quantile(0.9) / 60,
                             "median_rel": rel.median(), "p90_rel": rel.quantile(0.9),

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections import deque
 from typing import Iterable, Optional
 
@@ -57,6 +58,16 @@ def job_shape(job: Job) -> str:
     if t.gpu_devices > 1 and t.is_fractional:
         one += f" x{t.gpu_devices} devices"
     return f"{n}x{one}" if n > 1 else one
+
+
+_SUFFIX = re.compile(r"([-_.](\d+|(?=[0-9a-f]*\d)[0-9a-f]{5,}))+$")
+
+
+def name_stem(name: str) -> str:
+    """A job name without its trailing counters and random suffixes: ``llm-train-0007`` and ``pg-bert-7f9c2``
+    become ``llm-train`` and ``pg-bert`` (the same workload submitted again); a namespace prefix is dropped."""
+    name = name.rsplit("/", 1)[-1]
+    return _SUFFIX.sub("", name) or name
 
 
 def job_gpus(job: Job, min_gpu_memory_mib: Optional[float]) -> float:
@@ -250,4 +261,4 @@ class JobLog:
         return {"jobs": self.jobs_frame(now), "evictions": self.evictions_frame()}
 
 
-__all__ = ["JobLog", "LOG_JOB_COLUMNS", "job_shape", "job_gpus", "is_allocated", "is_waiting", "is_finished"]
+__all__ = ["JobLog", "LOG_JOB_COLUMNS", "job_shape", "name_stem", "job_gpus", "is_allocated", "is_waiting", "is_finished"]

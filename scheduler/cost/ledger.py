@@ -103,9 +103,11 @@ class CostLedger:
         out.attrs["currency"] = self.currency
         return out
 
-    def total(self, category: str, days: int = 30, queue: Optional[str] = None, now: Optional[float] = None) -> float:
-        """One number: the cost of ``category`` over the last ``days`` days (cluster-wide, or one queue)."""
-        t = self.totals(days, now, by_queue=True)
+    def total(self, category: str, days: Optional[int] = 30, queue: Optional[str] = None,
+              now: Optional[float] = None) -> float:
+        """One number: the cost of ``category`` over the last ``days`` days (None: every day kept), cluster-wide
+        or for one queue."""
+        t = self.daily() if days is None else self.totals(days, now, by_queue=True)
         if t.empty:
             return 0.0
         t = t[t["category"] == category]

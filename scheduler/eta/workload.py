@@ -3,8 +3,10 @@
 :class:`WorkloadModel` is built from a job history (a :class:`~scheduler.joblog.JobLog` on a live cluster, or a
 simulator's ``frames()["jobs"]``):
 
-- **durations**: per (queue, shape), per queue, or cluster-wide, whichever first has ``min_samples`` completed
-  runs, a Kaplan-Meier estimate of the run time in which runs still going count as censored observations (a
+- **durations**: for the most specific group of similar jobs with at least ``min_samples`` runs, two of them
+  completed (same queue, name stem and shape; queue and stem; queue and shape; queue; all; the *stem* is the
+  name without its trailing counter or random suffix, :func:`~scheduler.joblog.name_stem`), a Kaplan-Meier
+  estimate of the run time in which runs still going count as censored observations (a
   history of finished runs alone under-represents long jobs: they have not finished yet). A running job that has
   already run ``e`` seconds draws from the distribution conditioned on ``> e``. Beyond the longest observed run
   the tail is ``t_max · (1 + U)``. With no history at all a job is *assumed* to run a log-normal time with median
@@ -26,7 +28,7 @@ from typing import Iterable, Mapping, Optional
 import numpy as np
 import pandas as pd
 
-from ..joblog import JobLog, job_shape
+from ..joblog import JobLog, job_shape, name_stem
 from ..model import Job
 
 ASSUMED_MEDIAN_S = 3600.0
@@ -81,13 +83,14 @@ class DurationPool:
 class WorkloadModel:
     """Durations and arrivals the forward simulation draws from (see the module doc).
 
-    ``runs``: a frame with ``queue``, ``shape``, ``run_s`` (completed runs) and ``status``; ``running``: one row
-    per run still going with ``queue``, ``shape``, ``elapsed_s``; ``rates_per_s``: arrivals per second per queue;
+    ``runs``: a frame with ``queue``, ``stem``, ``shape``, ``run_s`` (completed runs); ``running``: one row per
+    run still going with ``queue``, ``stem``, ``shape``, ``elapsed_s`` (``stem``/``shape`` may be missing); ``rates_per_s``: arrivals per second per queue;
     ``templates``: recent jobs per queue (copied for each synthetic arrival).
     """
 
-    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["queue", "shape", "run_s"]))
-    running: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["queue", "shape", "elapsed_s"]))
+    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["queue", "stem", "shape", "run_s"]))
+    running: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["queue", "stem", "shape",
+                                                                                "elapsed_s"]))
     rates_per_s: dict[str, float] = field(default_factory=dict)
     templates: dict[str, list[Job]] = field(default_factory=dict)
     window_s: float = 0.0
@@ -112,10 +115,12 @@ class WorkloadModel:
             jobs["start_known"] = True
         done = jobs[(jobs["status"] == "completed") & jobs["completion"].notna() & jobs["last_start"].notna()
                     & jobs["start_known"].astype(bool)]
-        runs = pd.DataFrame({"queue": done["queue"].astype(str), "shape": done["shape"].astype(str),
+        runs = pd.DataFrame({"queue": done["queue"].astype(str), "stem": done["job"].map(name_stem),
+                             "shape": done["shape"].astype(str),
                              "run_s": (done["completion"] - done["last_start"]).astype(float)})
         going = jobs[(jobs["status"] == "running") & jobs["last_start"].notna()]
-        running = pd.DataFrame({"queue": going["queue"].astype(str), "shape": going["shape"].astype(str),
+        running = pd.DataFrame({"queue": going["queue"].astype(str), "stem": going["job"].map(name_stem),
+                                "shape": going["shape"].astype(str),
                                 "elapsed_s": (now - going["last_start"]).clip(lower=0).astype(float)})
         if start_time is None:
             start_time = jobs.attrs.get("start_time")
@@ -141,38 +146,48 @@ class WorkloadModel:
                                **options)
 
     # ------------------------------------------------------------------------------------ durations
-    def pool(self, queue: str, shape: str) -> Optional[DurationPool]:
-        """The most specific run-time distribution with at least ``min_samples`` completed runs, or None."""
-        key = (queue, shape)
+    def pool(self, queue: str, shape: str, stem: str = "") -> Optional[DurationPool]:
+        """The run-time distribution of the most specific group of similar jobs with at least ``min_samples``
+        runs (finished or going), two of them finished; None when even the whole history has too few."""
+        key = (queue, stem, shape)
         if key not in self._pools:
-            self._pools[key] = self._fit(queue, shape)
+            self._pools[key] = self._fit(queue, stem, shape)
         return self._pools[key]
 
-    def _fit(self, queue: str, shape: str) -> Optional[DurationPool]:
+    def _fit(self, queue: str, stem: str, shape: str) -> Optional[DurationPool]:
         runs, running = self.runs, self.running
-        for label, rmask, gmask in (
-                (f"history: {queue} {shape}", (runs["queue"] == queue) & (runs["shape"] == shape),
-                 (running["queue"] == queue) & (running["shape"] == shape)),
-                (f"history: {queue}", runs["queue"] == queue, running["queue"] == queue),
-                ("history: all queues", np.ones(len(runs), bool), np.ones(len(running), bool))):
-            finished = runs.loc[rmask, "run_s"].to_numpy(dtype=float)
-            if len(finished) >= self.min_samples:
-                pool = DurationPool.fit(label, finished, running.loc[gmask, "elapsed_s"].to_numpy(dtype=float))
-                return DurationPool(f"{label} (n={pool.events})", pool.times, pool.survival, pool.events)
+
+        def match(frame: pd.DataFrame, q: bool, st: bool, sh: bool) -> np.ndarray:
+            m = np.ones(len(frame), bool)
+            for use, col, value in ((q, "queue", queue), (st, "stem", stem), (sh, "shape", shape)):
+                if use:
+                    m &= (frame[col] == value).to_numpy() if col in frame else False
+            return m
+
+        levels = [(f"{queue} {stem} {shape}", True, True, True), (f"{queue} {stem}", True, True, False),
+                  (f"{queue} {shape}", True, False, True), (queue, True, False, False), ("all queues", False, False, False)]
+        for label, q, st, sh in levels:
+            if st and not stem:
+                continue
+            finished = runs.loc[match(runs, q, st, sh), "run_s"].to_numpy(dtype=float)
+            going = running.loc[match(running, q, st, sh), "elapsed_s"].to_numpy(dtype=float)
+            if len(finished) >= 2 and len(finished) + len(going) >= self.min_samples:
+                pool = DurationPool.fit(label, finished, going)
+                return DurationPool(f"history: {label} (n={pool.events})", pool.times, pool.survival, pool.events)
         return None
 
     def duration_source(self, job: Job, use_recorded: bool = True) -> str:
         """Where a job's run time comes from: ``recorded``, ``history: ...`` or ``assumed``."""
         if use_recorded and job.duration_s is not None:
             return RECORDED
-        pool = self.pool(job.queue, job_shape(job))
+        pool = self.pool(job.queue, job_shape(job), name_stem(job.name))
         return pool.label if pool is not None else ASSUMED
 
     def sample_duration(self, job: Job, elapsed_s: float, rng: random.Random, use_recorded: bool = True) -> float:
         """A total run time for ``job`` that has run ``elapsed_s`` seconds so far (0 when it has not started)."""
         if use_recorded and job.duration_s is not None:
             return float(job.duration_s)
-        pool = self.pool(job.queue, job_shape(job))
+        pool = self.pool(job.queue, job_shape(job), name_stem(job.name))
         if pool is not None:
             return pool.sample(elapsed_s, rng)
         for _ in range(32):   # the assumed log-normal conditioned on the time already run
@@ -196,8 +211,9 @@ class WorkloadModel:
                 continue
             t = rng.expovariate(rate)
             while t <= horizon_s:
-                job = _fresh_copy(rng.choice(templates), f"~{tag}-{n}")
-                job.duration_s = self.sample_duration(job, 0.0, rng, use_recorded)
+                template = rng.choice(templates)
+                job = _fresh_copy(template, f"~{tag}-{n}")
+                job.duration_s = self.sample_duration(template, 0.0, rng, use_recorded)
                 out.append((t, job))
                 n += 1
                 t += rng.expovariate(rate)
