@@ -77,7 +77,8 @@ def run_seed(seed: int, args) -> pd.DataFrame:
             for mode, use_recorded in MODES.items():
                 if mode not in args.modes:
                     continue
-                cfg = EtaConfig(runs=args.runs, horizon_s=args.horizon_hours * 3600, use_recorded_durations=use_recorded,
+                cfg = EtaConfig(runs=args.runs, horizon_s=args.horizon_hours * 3600,
+                                use_recorded_durations=use_recorded,
                                 seed=args.eta_seed)
                 t0 = time.perf_counter()
                 report = estimate_eta(snap, workload, cfg)

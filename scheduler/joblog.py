@@ -261,4 +261,5 @@ class JobLog:
         return {"jobs": self.jobs_frame(now), "evictions": self.evictions_frame()}
 
 
-__all__ = ["JobLog", "LOG_JOB_COLUMNS", "job_shape", "name_stem", "job_gpus", "is_allocated", "is_waiting", "is_finished"]
+__all__ = ["JobLog", "LOG_JOB_COLUMNS", "job_shape", "name_stem", "job_gpus", "is_allocated", "is_waiting",
+           "is_finished"]

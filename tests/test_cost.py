@@ -30,7 +30,8 @@ CLUSTER = f"""
 version: 1
 time: {T0}
 nodes:
-  - {{name: h1, gpus: 8, gpu_model: NVIDIA-H100-80GB-HBM3, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}}
+  - {{name: h1, gpus: 8, gpu_model: NVIDIA-H100-80GB-HBM3, gpu_memory_mib: 81920, cpu_millis: 64000,
+     memory_bytes: 512Gi}}
   - {{name: l1, gpus: 4, gpu_model: NVIDIA-L4, gpu_memory_mib: 23000, cpu_millis: 32000, memory_bytes: 128Gi}}
   - {{name: n3, gpus: 8, gpu_model: NVIDIA-A100-SXM4-40GB, gpu_memory_mib: 40960, cpu_millis: 64000,
      memory_bytes: 512Gi, ready: false}}
@@ -167,16 +168,20 @@ def test_ledger_splits_at_midnight_skips_gaps_and_totals_by_period(snap):
     assert ledger.totals(days=1).attrs["covered_h"] == pytest.approx(1.5)
     assert ledger.total("capacity", days=30) == pytest.approx(2.0 * (8 * 4.0 + 4 * 0.8))
     assert ledger.total("idle_allocated", days=30, queue="vision") == pytest.approx(2 * 4.0)
+    series = ledger.series()
+    assert list(series["time"]) == [T0 - 1800, T0 + 1800, T0 + 5 * 3600, T0 + 6 * 3600]
+    assert series["stranded"].iloc[0] == pytest.approx(2 * 4.0 + 0.3 * 0.8)
     again = CostLedger.from_csv(io.StringIO(ledger.to_csv()))
     pd.testing.assert_frame_equal(again.daily(), ledger.daily())
     assert again.total("capacity", now=T0 + 6 * 3600) == ledger.total("capacity")
 
 
 def test_ledger_keeps_a_bounded_number_of_days(snap):
-    ledger = CostLedger(keep_days=3, max_gap_s=DAY)
+    ledger = CostLedger(keep_days=3, max_gap_s=DAY, series_every_s=DAY, series_keep_s=2 * DAY)
     for d in range(6):
         ledger.add(_at(snap, T0 + d * DAY / 2))
     assert ledger.daily()["day"].nunique() <= 4
+    assert list(ledger.series()["time"]) == [T0 + DAY, T0 + 2 * DAY]    # one a day at most, the last two kept
     with pytest.raises(PriceError, match="not a cost ledger CSV"):
         CostLedger.from_csv(io.StringIO("a,b\n1,2\n"))
 

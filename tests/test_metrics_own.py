@@ -208,3 +208,36 @@ def test_series_without_their_inputs_are_not_reported(result):
     for absent in ("kaidash_queue_wait_seconds", "kaidash_queue_estimated_wait_seconds", "kaidash_cost_per_hour",
                    "kaidash_cost_total"):
         assert absent not in names
+
+
+def test_wait_alerts_fire_on_series_with_promtool(tmp_path):
+    """promtool's rule unit tests: the documented alerts fire for the queue that meets them, not the other."""
+    import shutil
+    import subprocess
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
+    (tmp_path / "rules.yml").write_text(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
+    (tmp_path / "test.yml").write_text("""
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - {series: 'kaidash_queue_estimated_wait_seconds{queue="llm"}', values: '18000x40'}
+      - {series: 'kaidash_queue_estimated_wait_seconds{queue="vision"}', values: '600x40'}
+      - {series: 'kaidash_queue_pending_jobs{queue="llm"}', values: '3x40'}
+      - {series: 'kaidash_queue_pending_jobs{queue="vision"}', values: '0x40'}
+      - {series: 'kaidash_queue_last_start_age_seconds{queue="llm"}', values: '7000+60x40'}
+      - {series: 'kaidash_queue_last_start_age_seconds{queue="vision"}', values: '9000+60x40'}
+    alert_rule_test:
+      - {eval_time: 10m, alertname: QueueExpectedToWaitOver4h, exp_alerts: []}
+      - eval_time: 20m
+        alertname: QueueExpectedToWaitOver4h
+        exp_alerts: [{exp_labels: {queue: llm}}]
+      - eval_time: 20m
+        alertname: QueueStarved
+        exp_alerts: [{exp_labels: {queue: llm}}]
+""")
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    out = subprocess.run([promtool, "test", "rules", "test.yml"], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr

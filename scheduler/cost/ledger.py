@@ -3,13 +3,15 @@
 Each :meth:`CostLedger.add` closes the interval since the previous one at the previous rates (a step function:
 a rate holds until the next sample, as the simulator's records do) and splits it at UTC midnight. A gap longer
 than ``max_gap_s`` (the loop was down) is not charged, and each day records how many hours it covers, so a
-partial day reads as one. Memory is one row per (day, category, queue), ``keep_days`` days.
+partial day reads as one. Memory is one row per (day, category, queue), ``keep_days`` days, plus the cluster-wide
+rate per category at most once a ``series_every_s`` for the last ``series_keep_s`` (:meth:`CostLedger.series`: the
+Timeline's cost curve; 1,440 points for a day at one a minute).
 """
 
 from __future__ import annotations
 
 import io
-from collections import defaultdict
+from collections import defaultdict, deque
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
@@ -35,8 +37,12 @@ def _next_midnight(t: float) -> float:
 class CostLedger:
     """Daily cost totals per category and queue (see the module doc)."""
 
-    def __init__(self, keep_days: int = 62, max_gap_s: float = 900.0, currency: str = "USD") -> None:
+    def __init__(self, keep_days: int = 62, max_gap_s: float = 900.0, currency: str = "USD", *,
+                 series_every_s: float = 60.0, series_keep_s: float = 86400.0) -> None:
         self.keep_days, self.max_gap_s, self.currency = keep_days, max_gap_s, currency
+        self.series_every_s = series_every_s
+        self._series: deque[tuple[float, dict[str, float]]] = deque(
+            maxlen=max(1, int(series_keep_s / max(series_every_s, 1e-9))))
         self._amounts: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])  # gpu-s, cost
         self._covered: dict[str, float] = defaultdict(float)
         self._rates: Optional[list[tuple[str, str, float, float]]] = None    # category, queue, gpus, cost/h
@@ -56,6 +62,8 @@ class CostLedger:
             self._rates = list(zip(sums["category"], sums["queue"], sums["gpus"], sums["cost_per_h"]))
             self._time = t
             self.currency = rates.currency
+            if not self._series or t - self._series[-1][0] >= self.series_every_s:
+                self._series.append((t, rates.cluster()))
         self._prune(t)
 
     def _charge(self, start: float, end: float, rates) -> None:
@@ -75,6 +83,10 @@ class CostLedger:
             del self._amounts[key]
         for day in [d for d in self._covered if d < oldest]:
             del self._covered[day]
+
+    def series(self) -> pd.DataFrame:
+        """Cluster-wide cost per hour by category over time (``time`` + one column per category)."""
+        return pd.DataFrame([{"time": t, **values} for t, values in self._series])
 
     def daily(self) -> pd.DataFrame:
         """One row per (UTC day, category, queue): ``gpu_hours``, ``cost``, ``covered_h`` (hours of that day the

@@ -84,7 +84,8 @@ class WorkloadModel:
     """Durations and arrivals the forward simulation draws from (see the module doc).
 
     ``runs``: a frame with ``queue``, ``stem``, ``shape``, ``run_s`` (completed runs); ``running``: one row per
-    run still going with ``queue``, ``stem``, ``shape``, ``elapsed_s`` (``stem``/``shape`` may be missing); ``rates_per_s``: arrivals per second per queue;
+    run still going with ``queue``, ``stem``, ``shape``, ``elapsed_s`` (``stem``/``shape`` may be missing);
+    ``rates_per_s``: arrivals per second per queue;
     ``templates``: recent jobs per queue (copied for each synthetic arrival).
     """
 
@@ -165,7 +166,8 @@ class WorkloadModel:
             return m
 
         levels = [(f"{queue} {stem} {shape}", True, True, True), (f"{queue} {stem}", True, True, False),
-                  (f"{queue} {shape}", True, False, True), (queue, True, False, False), ("all queues", False, False, False)]
+                  (f"{queue} {shape}", True, False, True), (queue, True, False, False),
+                  ("all queues", False, False, False)]
         for label, q, st, sh in levels:
             if st and not stem:
                 continue

@@ -270,7 +270,8 @@ def cost_families(costs: Any, ledger: Any, now: Optional[float]) -> list:
     if costs is not None:
         rate = GaugeMetricFamily("kaidash_cost_per_hour", "Cost per hour of GPUs by category (capacity, allocated, "
                                  "idle_allocated, stranded, free, unavailable, unused_quota) at the configured prices; "
-                                 "queue is empty for cluster-wide categories.", labels=["category", "queue", "currency"])
+                                 "queue is empty for cluster-wide categories.",
+                                 labels=["category", "queue", "currency"])
         sums = costs.frame.groupby(["category", "queue"])["cost_per_h"].sum()
         for (category, queue), v in sums.items():
             rate.add_metric([category, queue, costs.currency], float(v))
