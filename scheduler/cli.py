@@ -26,6 +26,8 @@ COMMAND_MODULES = [
     "scheduler.commands.snapshot",
     "scheduler.commands.simulate",
     "scheduler.commands.exporter",
+    "scheduler.commands.eta",
+    "scheduler.commands.cost",
     "dashboard.serve_command",
 ]
 
