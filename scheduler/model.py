@@ -180,6 +180,8 @@ class Task:
     subgroup: Optional[str] = None
     creation_time: Optional[float] = None
     usage: Optional[TaskUsage] = None
+    uid: Optional[str] = None
+    """Kubernetes UID: KAI's last tie-breaker in task order (after creation time); absent → the name."""
 
     @property
     def is_fractional(self) -> bool:
@@ -224,6 +226,8 @@ class Job:
     stale_grace_period_s: Optional[float] = None
     duration_s: Optional[float] = None
     tasks: list[Task] = field(default_factory=list)
+    uid: Optional[str] = None
+    """Kubernetes UID of the PodGroup: KAI's last tie-breaker in job order; absent → the key."""
 
     @property
     def key(self) -> str:

@@ -274,7 +274,7 @@ def _parse_queue_resource(v: Any, path: str, errs: _Collector) -> Optional[Queue
     unit = {"gpu": "devices", "cpu": "millicores", "memory": "bytes"}[path.rsplit(".", 1)[-1]]
     kw = _parse_fields(m, {"quota": _num(unit, allow_negative_one=True),
                            "limit": _num(unit, allow_negative_one=True),
-                           "over_quota_weight": _num("count")}, path, errs)
+                           "over_quota_weight": _num("count", allow_negative=True)}, path, errs)
     return QueueResource(**kw)
 
 
@@ -351,6 +351,7 @@ def _parse_task(doc: Any, job_path: str, index: int, errs: _Collector) -> Option
         "subgroup": lambda v, p, e: _string(v, p, e, optional=True),
         "creation_time": _num("seconds", allow_negative=True),
         "usage": usage,
+        "uid": lambda v, p, e: _string(v, p, e, optional=True),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
@@ -411,6 +412,7 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
         "stale_grace_period_s": _num("seconds", allow_negative=True),
         "duration_s": _num("seconds"),
         "tasks": lambda v, p, e: _list(v, p, e),
+        "uid": lambda v, p, e: _string(v, p, e, optional=True),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name", "queue"))
     if "name" not in kw:
@@ -672,7 +674,7 @@ def _queue_ok(q: Queue) -> bool:
     if q.display_name and type(q.display_name) is not str:
         return False
     for r in (q.gpu, q.cpu, q.memory):
-        if type(r) is not QueueResource or not (_quota(r.quota) and _quota(r.limit) and _nonneg(r.over_quota_weight)):
+        if type(r) is not QueueResource or not (_quota(r.quota) and _quota(r.limit) and _finite(r.over_quota_weight)):
             return False
     return ((q.preempt_min_runtime_s is None or _nonneg(q.preempt_min_runtime_s))
             and (q.reclaim_min_runtime_s is None or _nonneg(q.reclaim_min_runtime_s)))
@@ -709,6 +711,8 @@ def _task_ok(t: Task, subgroups: set) -> bool:
         return False
     if t.creation_time is not None and not _finite(t.creation_time):
         return False
+    if not _opt_name(t.uid):
+        return False
     u = t.usage
     return u is None or (type(u) is TaskUsage and _nonneg(u.gpu_memory_mib) and _nonneg(u.gpu_util)
                          and u.gpu_util <= 1)
@@ -719,6 +723,8 @@ def _job_ok(j: Job) -> bool:
             and _count(j.min_available) and _finite(j.creation_time)):
         return False
     if j.preemptible is not None and type(j.preemptible) is not bool:
+        return False
+    if not _opt_name(j.uid):
         return False
     for value in (j.last_start_time, j.stale_since, j.last_eviction_time, j.stale_grace_period_s):
         if value is not None and not _finite(value):
@@ -865,6 +871,8 @@ def _job_dict(j: Job) -> dict:
         value = getattr(j, key)
         if value is not None:
             d[key] = _clean(value)
+    if j.uid:
+        d["uid"] = j.uid
     d["tasks"] = [_task_dict(t) for t in j.tasks]
     return d
 
@@ -890,6 +898,8 @@ def _task_dict(t: Task) -> dict:
         d["creation_time"] = _clean(t.creation_time)
     if t.usage is not None:
         d["usage"] = {"gpu_memory_mib": _clean(t.usage.gpu_memory_mib), "gpu_util": _clean(t.usage.gpu_util)}
+    if t.uid:
+        d["uid"] = t.uid
     return d
 
 

@@ -305,3 +305,42 @@ def test_unreadable_queues_and_podgroups_are_worked_around():
     assert "llm/pg-pretrain-1a2b" in conv.snapshot.job_map()
     assert [w.kind for w in conv.warnings if w.kind in ("Pod", "PodGroup")] == []
     assert any(w.kind == "queues.scheduling.run.ai" for w in conv.warnings)
+
+
+def test_reservation_pod_holding_a_gpu_uuid_keeps_its_group_without_warning():
+    """KAI's reservation binary writes the GPU's UUID into run.ai/reserve_for_gpu_index (issue 13, item 8):
+    the group is kept without a warning; a UUID kaidash's export wrote maps back to its device index."""
+    from scheduler.sources.kai_export import gpu_uuid
+
+    def reservation(group, value):
+        p = reservation_pod("n1", group, 0)
+        p["metadata"]["annotations"] = {"run.ai/reserve_for_gpu_index": value}
+        return p
+
+    objs = _base(pods=[reservation("g-real", "GPU-8a3b1c2d-0e4f-4a5b-9c6d-7e8f9a0b1c2d"),
+                       reservation("g-export", gpu_uuid("n1", 5)),
+                       pod("a-0", node="n1", annotations={"gpu-fraction": "0.5"}, labels={"runai-gpu-group": "g-real"}),
+                       pod("b-0", node="n1", annotations={"gpu-fraction": "0.5"},
+                           labels={"runai-gpu-group": "g-export"})])
+    conv = _convert(objs)
+    assert conv.warnings == []
+    tasks = {t.name: t for _, t in conv.snapshot.iter_tasks()}
+    assert tasks["team-a/a-0"].gpu_groups == ["g-real"] and tasks["team-a/a-0"].gpu_indices == []
+    assert tasks["team-a/b-0"].gpu_indices == [5]
+
+
+def test_failed_pod_keeps_its_node_and_nominated_pod_is_pipelined():
+    failed = pod("f-0", gpu=1, node="n1", phase="Failed")
+    nominated = pod("n-0", gpu=1)
+    nominated["status"]["nominatedNodeName"] = "n1"
+    tasks = {t.name: t for _, t in _convert(_base(pods=[failed, nominated])).snapshot.iter_tasks()}
+    assert (tasks["team-a/f-0"].status, tasks["team-a/f-0"].node) == ("failed", "n1")
+    assert (tasks["team-a/n-0"].status, tasks["team-a/n-0"].node) == ("pipelined", "n1")
+
+
+def test_negative_over_quota_weight_is_kept():
+    """Issue 13 item 4: KAI's Queue CRD has no minimum on overQuotaWeight; the queue is not dropped."""
+    objs = _base(queues=[queue("neg", gpu={"quota": 0, "limit": -1, "overQuotaWeight": -1})])
+    conv = _convert(objs)
+    assert conv.snapshot.queue_map()["neg"].gpu.over_quota_weight == -1
+    assert not any(w.name == "neg" for w in conv.warnings)

@@ -48,6 +48,7 @@ from ..model import (
 from ..snapshot_io import (_Collector, cross_check_problems, job_checked, job_placement_problems, node_checked,
                            queue_checked, validate)
 from .k8s_parse import BadField, duration, gpu_memory_label_mib, integer, number, quantity, timestamp
+from .kai_export import gpu_index_of_uuid
 from .warnings import SourceWarning
 
 DEFAULT_SCHEDULER_NAME = "kai-scheduler"
@@ -69,6 +70,8 @@ ANN_GPU_MEMORY = "gpu-memory"
 ANN_NUM_DEVICES = "gpu-fraction-num-devices"
 ANN_POD_GROUP = "pod-group-name"
 ANN_RESERVED_INDEX = "run.ai/reserve_for_gpu_index"
+GPU_UUID_PREFIXES = ("GPU-", "MIG-")
+"""What KAI's reservation binary writes in ``run.ai/reserve_for_gpu_index``: the device's NVML UUID."""
 LABEL_GPU_GROUP = "runai-gpu-group"
 LABEL_SUBGROUP = "kai.scheduler/subgroup-name"
 LABEL_PREEMPTIBILITY = "kai.scheduler/preemptibility"
@@ -270,7 +273,8 @@ def _queue_resource(spec_resources: dict, res: str, memory: bool) -> QueueResour
     path = f"spec.resources.{res}"
     quota = number(block.get("quota", 0), f"{path}.quota", minimum=0, allow_minus_one=True)
     limit = number(block.get("limit", 0), f"{path}.limit", minimum=0, allow_minus_one=True)
-    weight = number(block.get("overQuotaWeight", 0), f"{path}.overQuotaWeight", minimum=0)
+    # The CRD sets no minimum and KAI uses a negative weight as it is (item 4 of issue 13): kept, not rejected.
+    weight = number(block.get("overQuotaWeight", 0), f"{path}.overQuotaWeight")
     if memory:  # the CRD's memory is in megabytes (10^6 bytes); -1 stays -1
         quota = quota if quota == -1 else quota * 1e6
         limit = limit if limit == -1 else limit * 1e6
@@ -410,9 +414,11 @@ def convert_pod_group(obj: dict, pcs: PriorityClasses, warn: _Warnings) -> _Grou
     pc_name = spec.get("priorityClassName")
     if pc_name is not None and not isinstance(pc_name, str):
         raise BadField("spec.priorityClassName", f"expected a string, got {pc_name!r}")
+    uid = _dict(obj, "metadata").get("uid")
     job = Job(name=name, namespace=ns, queue=queue, priority=pcs.value(pc_name),
               preemptible=_preemptible(spec.get("preemptibility"), "spec.preemptibility"),
-              min_available=min_member, creation_time=_creation_time(obj) or 0.0)
+              min_available=min_member, creation_time=_creation_time(obj) or 0.0,
+              uid=uid if isinstance(uid, str) and uid else None)
     group = _Group(job=job)
     subgroups = spec.get("subGroups") or []
     if not isinstance(subgroups, list):
@@ -552,6 +558,11 @@ def _gpu_groups(pod: _Pod) -> list[str]:
     return [single] if single else []
 
 
+def _nominated_node(pod: _Pod) -> Optional[str]:
+    value = _dict(pod.obj, "status").get("nominatedNodeName")
+    return value if isinstance(value, str) and value else None
+
+
 def _task_status(pod: _Pod, bind: Optional[dict]) -> Optional[str]:
     """KAI's ``getTaskStatus`` mapped to our statuses; ``None`` = not part of the snapshot."""
     if pod.phase == "Running":
@@ -565,6 +576,8 @@ def _task_status(pod: _Pod, bind: Optional[dict]) -> Optional[str]:
             return "binding"
         if _dict(pod.obj, "spec").get("schedulingGates"):
             return "gated"
+        if _nominated_node(pod):
+            return "pipelined"  # KAI pipelined it last cycle: a Pending pod with a nominated node
         return "pending"
     if pod.phase == "Succeeded":
         return "succeeded"
@@ -781,15 +794,20 @@ class IncrementalConverter:
             group = pod.labels.get(LABEL_GPU_GROUP)
             idx = pod.annotations.get(ANN_RESERVED_INDEX)
             if pod.node and group and idx is not None and pod.phase in ("Running", "Pending"):
+                device = idx.strip()
+                if device.startswith(GPU_UUID_PREFIXES):
+                    e.job_key = (pod.node, group, device)  # KAI's reservation binary writes the GPU's UUID
+                    return
                 try:
-                    index = int(idx.strip())
+                    index = int(device)
                     if index < 0:
                         raise ValueError
                     e.job_key = (pod.node, group, index)  # a reservation: (node, group, device index)
                 except ValueError:
                     e.job_key = (pod.node, group, None)  # a bad one removes the group's index
                     e.warnings = [SourceWarning("Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_RESERVED_INDEX}",
-                                                f"expected a GPU index (whole number >= 0), got {idx!r}", True)]
+                                                f"expected a GPU UUID (GPU-...) or index (whole number >= 0), "
+                                                f"got {idx!r}", True)]
             return
         sched = _dict(obj, "spec").get("schedulerName") or "default-scheduler"
         if sched != self.scheduler_name:
@@ -929,6 +947,9 @@ class IncrementalConverter:
         for e in sorted(self._by_kind["utility"].values(), key=lambda x: x.seq):
             if e.job_key is not None:
                 node, group, index = e.job_key
+                if isinstance(index, str):  # a GPU UUID: its index is known only for UUIDs kaidash's export wrote
+                    t = templates.get(node)
+                    index = gpu_index_of_uuid(node, index, t.gpus if t is not None else 0)
                 if index is None:
                     reserved.pop((node, group), None)
                 else:
@@ -1263,15 +1284,21 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
             groups = [g for g in (bind.get("selectedGPUGroups") or []) if isinstance(g, str)] or groups
             if node is None:
                 raise BadField("BindRequest.spec.selectedNode", "missing")
+        elif status == "pipelined":
+            node, groups = _nominated_node(pod), []
         created = _creation_time(pod.obj)
+        uid = _dict(pod.obj, "metadata").get("uid")
     except BadField as exc:
         warn.add("Pod", pod.ns, pod.name, exc.field, exc.message)
         return None
-    if status in ("succeeded", "failed"):
-        node, groups = None, []
+    if status == "succeeded":
+        node, groups = None, []  # KAI's informer compacts a Succeeded pod to its name and phase
+    elif status == "failed":
+        groups = []  # a Failed pod keeps its node (shown there; it holds nothing)
     task = Task(name=pod.key, gpu=gpu, gpu_memory_mib=gpu_mem, gpu_devices=ndev,
                 cpu_millis=pod.requests.get("cpu", 0.0) * 1000, memory_bytes=pod.requests.get("memory", 0.0),
-                status=status, node=node, creation_time=created)
+                status=status, node=node, creation_time=created,
+                uid=uid if isinstance(uid, str) and uid else None)
     sg = pod.labels.get(LABEL_SUBGROUP)
     if sg:
         if sg in group.subgroup_names:
