@@ -32,9 +32,10 @@ NO_FAIR_SHARE_DRF_MULTIPLIER = 1000.0
 
 
 def job_order_key(session, j: int) -> tuple:
-    """Sort key of KAI's job order (smaller = tried first)."""
+    """Sort key of KAI's job order (smaller = tried first): priority, elastic state, creation time, then the
+    PodGroup's UID (KAI's last tie-breaker; the job key when the snapshot has no UID)."""
     info = session.jobs[j]
-    return (-info.priority, session.elastic_state(j), info.creation, info.key)
+    return (-info.priority, session.elastic_state(j), info.creation, info.job.uid or info.key)
 
 
 def dominant_resource_share(allocated: np.ndarray, allocatable: np.ndarray, total: np.ndarray) -> float:

@@ -25,6 +25,7 @@ from . import register_action
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
 QUEUE_NOT_LEAF = "QueueNotLeaf"
 NOT_READY = "NotReadyForScheduling"
+AWAITING_POD_GROUPER = "AwaitingPodGrouper"
 
 
 def candidate_jobs(session: Session) -> list[int]:
@@ -34,6 +35,11 @@ def candidate_jobs(session: Session) -> list[int]:
     qs = session.queues
     for j in session.jobs_with_pending():
         info = session.jobs[j]
+        if info.job.waiting_for == "pod-grouper":
+            session.set_reason(j, AWAITING_POD_GROUPER,
+                               "waiting for the pod-grouper: the pod has no PodGroup yet, so KAI does not schedule "
+                               "it or count it in fair share", {"queue": info.job.queue})
+            continue
         if info.queue < 0 or _orphan(session, info.queue):
             session.set_reason(j, QUEUE_DOES_NOT_EXIST,
                                f"queue {info.job.queue!r} does not exist (or one of its ancestors is missing)",

@@ -21,10 +21,11 @@ from .. import placement
 from ..decisions import Eviction
 from ..errors import EngineError
 from ..fairshare import TaskTable
-from ..model import RESOURCES, UNLIMITED, Job, Snapshot, Task
+from ..model import DEFAULT_GPU_MEMORY_MIB, RESOURCES, UNLIMITED, Job, Snapshot, Task, memory_as_gpus
 from ..placement import gpu_order, scores
 from .nodes import (ANONYMOUS, CPU, GPU, MEM, PODS, SLOT_ACTIVE, SLOT_EXTERNAL, SLOT_FREE, SLOT_RELEASING,
                     NodeState)
+from .predicates import Predicates
 from .queues import R_CPU, R_GPU, R_MEM, QueueState
 
 KIND_NONE, KIND_WHOLE, KIND_FRACTION, KIND_MEMORY = 0, 1, 2, 3
@@ -150,7 +151,7 @@ class Session:
             float((ns.allocatable[ready, CPU] - ns.used[ready, CPU]).sum()) if ready.any() else 0.0,
             float((ns.allocatable[ready, MEM] - ns.used[ready, MEM]).sum()) if ready.any() else 0.0])
         self.queues = QueueState(snapshot, shares, total)
-        gpu_mems = ns.gpu_mem[(ns.gpus > 0) & (ns.gpu_mem > 0)]
+        gpu_mems = ns.gpu_mem[ns.gpu_mem > DEFAULT_GPU_MEMORY_MIB]  # KAI: nodes with a real GPU-memory value
         self.min_gpu_mem: Optional[float] = float(gpu_mems.min()) if gpu_mems.size else None
         self.max_gpu_mem: Optional[float] = float(gpu_mems.max()) if gpu_mems.size else None
         self.gpu_strategy = placement.get_strategy(self.config.placement.gpu)
@@ -176,8 +177,13 @@ class Session:
         self._node_gpus = ns.gpus.tolist()
         self._node_cpu = ns.allocatable[:, CPU].tolist()
         self._node_cpu_only = ns.cpu_only.tolist()
+        # gpusharingorder (bin-packing only) gives a task that fits an existing shared GPU its bonus; a CPU-only
+        # task asks 0 GPU memory, so it fits every shared GPU in use (plugins/gpusharingorder, issue 13 item 1).
+        self._gpu_sharing_order = self.config.placement.gpu == "binpack"
         self._tta_cache: dict[int, tuple[int, list[int]]] = {}
         self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
+        self.predicates = Predicates(self)
+        self.predicates.start((i, n) for i, n in enumerate(self.node) if n >= 0 and self.status[i] in OCCUPIES_NODE)
 
     # ================================================================== build
 
@@ -321,6 +327,14 @@ class Session:
         ns.sh_present = ns.sh_used > 0
         ns.sh_marked = (ns.sh_used > 0) & (ns.sh_rel == ns.sh_used)
         ns.idle[:, GPU] -= (ns.sh_used > 0).sum(axis=1)
+        # Every shared GPU a running pod uses has its reservation pod, which holds a pod slot on the node (KAI
+        # counts it in the node's pods; a group opened this cycle gets its reservation pod only when bound).
+        reserved = {(self.node[i], s) for i in shared_idx if self.status[i] in ("running", "releasing")
+                    for s in self.indices[i]}
+        if reserved:
+            per_node = np.bincount([n for n, _ in reserved], minlength=ns.n).astype(float)
+            ns.used[:, PODS] += per_node
+            ns.idle[:, PODS] -= per_node
         ns.rel[:, GPU] += ns.sh_marked.sum(axis=1)
 
     def _free_group_slot(self, n: int, exclude=()) -> int:
@@ -349,7 +363,8 @@ class Session:
         qidx = self.queues.index
         self.job_start = np.concatenate(([0], np.cumsum(table.job_counts))).tolist()
         queue_of_name = np.array([qidx.get(name, -1) for name in table.queue_names], dtype=np.int64)
-        self.job_queue = queue_of_name[table.job_queue_id].tolist()
+        # Jobs KAI does not consider (Job.waiting_for) are in no queue: never candidates, never victims.
+        self.job_queue = np.where(table.job_grouped, queue_of_name[table.job_queue_id], -1).tolist()
         self.job_non_preemptible = table.job_non_preemptible.tolist()  # KAI: explicit, else priority >= 100
         self.jobs = JobTable(self)
         self._job_index: Optional[dict[str, int]] = None
@@ -398,9 +413,10 @@ class Session:
         return order
 
     def _task_order_key(self, i: int):
+        """KAI's task order fallback: creation time, then the pod's UID (its name without one)."""
         t = self.task_objs[i]
         ct = t.creation_time if t.creation_time is not None else self.snapshot.jobs[self.task_job[i]].creation_time
-        return (ct, t.name)
+        return (ct, t.uid or t.name)
 
     # ================================================================== task facts
 
@@ -414,7 +430,7 @@ class Session:
         """MiB per device a shared-GPU task takes on node ``n``."""
         if self.kind_list[i] == KIND_MEMORY:
             return float(self.gmem[i])
-        return math.floor(float(self.gpu[i]) * float(self.nodes.gpu_mem[n]) + 1e-9)
+        return math.floor(float(self.gpu[i]) * float(self.nodes.gpu_mem[n]))  # KAI: int64(portion × memory)
 
     def accepted_gpus_on(self, i: int, n: int) -> float:
         """GPUs the task accounts for once placed on node ``n`` (KAI ``setAcceptedResources``)."""
@@ -429,14 +445,12 @@ class Session:
                                                           np.array([self.nodes.gpu_mem[n]]))[0])
 
     def request_gpus(self, i: int, gpu_mem_for_memory: Optional[float]) -> float:
-        """GPUs a pending task requests; a gpu-memory request is converted with the given GPU memory
-        (KAI uses the smallest node GPU memory for queue order, the largest for the capacity check)."""
+        """GPUs a pending task requests; a gpu-memory request is converted with the given GPU memory, not rounded
+        (KAI ``GpuMemoryAsGpuFraction``, with the smallest node GPU memory for queue order and fair share, the
+        largest for the capacity check; rounding up to 0.01 is for placement on a node only)."""
         k = self.kind_list[i]
         if k == KIND_MEMORY:
-            if gpu_mem_for_memory is None:
-                return 0.0
-            return int(self.dev[i]) * float(_mem_to_fraction(np.array([self.gmem[i]]),
-                                                              np.array([gpu_mem_for_memory]))[0])
+            return memory_as_gpus(float(self.gmem[i]), int(self.dev[i]), gpu_mem_for_memory)
         if k == KIND_FRACTION:
             return float(self.gpu[i]) * int(self.dev[i])
         return float(self.gpu[i])
@@ -473,8 +487,10 @@ class Session:
                     for (s, _), g in zip(shared, self.groups[i]):
                         self.nodes.bind_group(n, s, g)
                 self.nodes.add(n, vec, status, shared, whole, owner=i)
+                self.predicates.add(i, n)
             else:
                 self.nodes.remove(n, vec, status, shared, whole, owner=i)
+                self.predicates.remove(i, n)
         q = self.job_queue[j]
         if status in COUNTS_IN_QUEUE and q >= 0:
             self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], float(sign))
@@ -489,8 +505,10 @@ class Session:
                     for (s, _), g in zip(shared, sgroups):
                         self.nodes.bind_group(sn, s, g)
                 self.nodes.add(sn, vec, "releasing", shared, whole, owner=i)
+                self.predicates.add(i, sn)
             else:
                 self.nodes.remove(sn, vec, "releasing", shared, whole, owner=i)
+                self.predicates.remove(i, sn)
 
     def _shared_parts(self, i: int, n: int, indices: list) -> list[tuple[int, float]]:
         m = self._task_mem(i, n)
@@ -649,6 +667,8 @@ class Session:
             fits = ready & cpu_ok & mem_ok & pods_ok
             idle_fit = fits & base_idle
             local = self._cpu_local(fT[CPU], ns.allocatable[rows, CPU]) + np.where(ns.cpu_only[rows], scores.RESOURCE_TYPE, 0.0)
+            if self.config.placement.gpu == "binpack":  # gpusharingorder: 0 GPU memory fits every shared GPU
+                local = local + np.where(ns.shared_gpu_in_use(rows), scores.GPU_SHARING, 0.0)
         elif k == KIND_WHOLE:
             need = float(self.gpu[i])
             gpu_ok = fT[GPU] >= need
@@ -659,12 +679,14 @@ class Session:
             d = int(self.dev[i])
             gmem = ns.gpu_mem[rows]
             task_mem = (np.full(gmem.shape, float(self.gmem[i])) if k == KIND_MEMORY
-                        else np.floor(float(self.gpu[i]) * gmem + 1e-9))
+                        else np.floor(float(self.gpu[i]) * gmem))
             valid = (ns.gpus[rows] > 0) & (task_mem <= gmem) & (gmem > 0)
             room = gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows] - task_mem[:, None]
             shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
             count = shared_fit.sum(axis=1)
             gpu_ok = valid & (np.floor(fT[GPU]) + count >= d)
+            # KAI checkMaxPodsWithGpuGroupReservation: a new shared GPU also needs a slot for its reservation pod
+            pods_ok = fT[PODS] >= np.where(count >= d, 1, 2)
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
             if k == KIND_MEMORY:
                 cap_ok = self._node_capacity_ok(i, task_mem, rows)
@@ -674,9 +696,20 @@ class Session:
             local = self._gpu_local(fT[GPU], ns.gpus[rows])
             if self.config.placement.gpu == "binpack":
                 local = local + np.where(count > 0, scores.GPU_SHARING, 0.0)
+        static, static_parts = self.predicates.static(i)
+        dynamic = self.predicates.dynamic(i, rows) if self.predicates.is_dynamic(i) else {}
+        if static is not None:
+            fits = fits & static[rows]
+            idle_fit = idle_fit & fits
+        for ok in dynamic.values():
+            fits = fits & ok
+            idle_fit = idle_fit & fits
         local = local + np.where(idle_fit, scores.AVAILABILITY, 0.0)
         parts = {"not ready": ready, "GPU": gpu_ok, "CPU": cpu_ok, "memory": mem_ok, "pods": pods_ok,
                  "queue quota on node": cap_ok}
+        for name, ok in static_parts.items():
+            parts[name] = ok[rows]
+        parts.update(dynamic)
         res = NodeFit(fits=fits, idle_fit=idle_fit, shared_fit=shared_fit, task_mem=task_mem, parts=parts)
         res.local = local
         return res
@@ -696,6 +729,8 @@ class Session:
                      float(self._cpu_local(np.array([f1]), ns.allocatable[n:n + 1, CPU])[0]))
             if self._node_cpu_only[n]:
                 local += scores.RESOURCE_TYPE
+            elif self._gpu_sharing_order and ns.shared_gpu_in_use(n):
+                local += scores.GPU_SHARING
         else:
             need = self._gpu_l[i]
             fits = fits and f0 >= need
@@ -703,6 +738,12 @@ class Session:
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
                      float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
+        if fits:
+            static = self.predicates.static(i)[0]
+            if static is not None and not static[n]:
+                fits = False
+            elif self.predicates.is_dynamic(i):
+                fits = all(bool(ok[n]) for ok in self.predicates.dynamic(i).values())
         idle = fits and idle
         if idle:
             local += scores.AVAILABILITY
@@ -730,9 +771,9 @@ class Session:
         for a in qs.chains[info.queue]:
             lim = qs.limit[a, R_GPU]
             if lim != UNLIMITED:
-                ok &= lim >= qs.allocated[a, R_GPU] + gpus - 1e-9
+                ok &= lim >= qs.allocated[a, R_GPU] + gpus
             if not info.preemptible and qs.deserved[a, R_GPU] != UNLIMITED:
-                ok &= qs.deserved[a, R_GPU] >= qs.allocated_np[a, R_GPU] + gpus - 1e-9
+                ok &= qs.deserved[a, R_GPU] >= qs.allocated_np[a, R_GPU] + gpus
         return ok
 
     def node_scores(self, i: int, fit: NodeFit) -> np.ndarray:
@@ -742,6 +783,8 @@ class Session:
         if self.kind_list[i] == KIND_NONE:
             score += np.where(ns.cpu_only, scores.RESOURCE_TYPE, 0.0)
             score += self.cpu_strategy.score(ns.non_allocated(CPU), ns.allocatable[:, CPU], ns.ready)
+            if self._gpu_sharing_order:
+                score += np.where(ns.shared_gpu_in_use(slice(None)), scores.GPU_SHARING, 0.0)
         else:
             if fit.shared_fit is not None and self.config.placement.gpu == "binpack":
                 score += np.where(fit.shared_fit.any(axis=1), scores.GPU_SHARING, 0.0)
@@ -783,9 +826,11 @@ class Session:
             return int(np.argmax(np.where(fit.fits, self.node_scores(i, fit), -np.inf)))
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
-        if k == KIND_MEMORY or not hasattr(strategy, "local_score"):
+        if k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i):
             return self.best_node(i, self.fit(i))
-        key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]))
+        static = self.predicates.static(i)[0]
+        key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
+               None if static is None else id(static))
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:
@@ -1008,8 +1053,8 @@ def _scatter(values: np.ndarray, n: int, size: int) -> np.ndarray:
 
 
 def _mem_to_fraction(mem: np.ndarray, node_mem: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`scheduler.model.memory_to_fraction` (ceil to 0.01)."""
-    return np.ceil(np.round(mem / node_mem * 100, 9)) / 100
+    """Vectorised :func:`scheduler.model.memory_to_fraction` (ceil to 0.01, KAI's float arithmetic)."""
+    return np.ceil(mem / node_mem * 100) / 100
 
 
 def _num(x: float) -> str:

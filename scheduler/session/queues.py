@@ -83,7 +83,7 @@ class QueueState:
                 lim = self.limit[a, r]
                 if lim == UNLIMITED or requested[r] == 0:
                     continue
-                if lim < self.allocated[a, r] + requested[r] - _EPS:
+                if lim < self.allocated[a, r] + requested[r]:
                     return a, r
         return None
 
@@ -95,7 +95,7 @@ class QueueState:
                 d = self.deserved[a, r]
                 if d == UNLIMITED or requested[r] == 0:
                     continue
-                if d < self.allocated_np[a, r] + requested[r] - _EPS:
+                if d < self.allocated_np[a, r] + requested[r]:
                     return a, r
         return None
 
@@ -111,6 +111,3 @@ class QueueState:
                         "requested": float(self.requested[i, r])}
         return out
 
-
-_EPS = 1e-9
-"""Tolerance for float sums of fractions (0.1 + 0.2 must not exceed a limit of 0.3)."""
