@@ -45,6 +45,13 @@ ALIVE = frozenset({"pending", "running", "binding", "pipelined"})
 
 DEFAULT_PODSET = "default"
 
+PREDICATE_REASONS = {"node affinity/selector": "didn't match Pod's node affinity/selector",
+                     "taints": "had untolerated taints", "missing ConfigMaps": "missing required ConfigMaps",
+                     "host ports": "didn't have free ports for the requested pod ports",
+                     "pod affinity": "didn't match pod affinity rules",
+                     "pod anti-affinity": "didn't match pod anti-affinity rules"}
+"""Fit-error wording of the predicate checks (kube-scheduler's reasons, as KAI reports them)."""
+
 
 @dataclass
 class PodSet:
@@ -182,6 +189,7 @@ class Session:
         self._gpu_sharing_order = self.config.placement.gpu == "binpack"
         self._tta_cache: dict[int, tuple[int, list[int]]] = {}
         self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
+        self._numeric_groups = any(g.isdigit() for g in self.group_ids)
         self.predicates = Predicates(self)
         self.predicates.start((i, n) for i, n in enumerate(self.node) if n >= 0 and self.status[i] in OCCUPIES_NODE)
 
@@ -685,8 +693,10 @@ class Session:
             shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
             count = shared_fit.sum(axis=1)
             gpu_ok = valid & (np.floor(fT[GPU]) + count >= d)
-            # KAI checkMaxPodsWithGpuGroupReservation: a new shared GPU also needs a slot for its reservation pod
-            pods_ok = fT[PODS] >= np.where(count >= d, 1, 2)
+            # KAI checkMaxPodsWithGpuGroupReservation: a new shared GPU also needs a slot for its reservation pod,
+            # and KAI takes any group whose id is not a number for a new one (ids are UUIDs in practice), so a
+            # shared request needs two free pod slots unless it fits an existing group with a numeric id.
+            pods_ok = fT[PODS] >= np.where((count >= d) & self._numeric_group_fit(shared_fit, rows), 1, 2)
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
             if k == KIND_MEMORY:
                 cap_ok = self._node_capacity_ok(i, task_mem, rows)
@@ -713,6 +723,17 @@ class Session:
         res = NodeFit(fits=fits, idle_fit=idle_fit, shared_fit=shared_fit, task_mem=task_mem, parts=parts)
         res.local = local
         return res
+
+    def _numeric_group_fit(self, shared_fit: np.ndarray, rows) -> np.ndarray:
+        """Per node: the request fits an existing shared GPU whose group id is a number (KAI ``isNewGpuGroup``)."""
+        ns = self.nodes
+        out = np.zeros(shared_fit.shape[0], dtype=bool)
+        if not self._numeric_groups:
+            return out
+        idx = np.arange(ns.n)[rows]
+        for k, n in enumerate(np.atleast_1d(idx).tolist()):
+            out[k] = any(shared_fit[k, s] and g.isdigit() for s, g in ns.slot_group[n].items())
+        return out
 
     def _eval_node(self, i: int, n: int) -> tuple[bool, bool, float]:
         """:meth:`_eval` for one node and a CPU-only or whole-GPU task, in plain Python (the hot path of
@@ -976,6 +997,9 @@ class Session:
         for name, c in counts.items():
             if name == "not ready":
                 parts.append(f"{c} not ready")
+                continue
+            if name in PREDICATE_REASONS:
+                parts.append(f"{c} {PREDICATE_REASONS[name]}")
                 continue
             need, have = self._need_and_max_free(i, name, fit)
             details[f"{name}_need"] = need

@@ -57,6 +57,7 @@ class QueueState:
         alloc = np.maximum(self.deserved, self.fair_share)
         alloc = np.where(self.limit != UNLIMITED, np.minimum(self.limit, alloc), alloc)
         self.allocatable = np.where(self.deserved == UNLIMITED, self.limit, alloc)
+        self.version = [0] * nq  # bumped when a queue's Allocated changes (cached ordering keys)
 
     def _chain(self, i: int) -> list[int]:
         out, seen = [], set()
@@ -68,8 +69,10 @@ class QueueState:
 
     def add(self, q: int, amount: np.ndarray, non_preemptible: bool, sign: float = 1.0) -> None:
         """Add (``sign=-1``: subtract) ``amount`` to the queue and every ancestor."""
+        version = self.version
         for a in self.chains[q]:
             self.allocated[a] += sign * amount
+            version[a] += 1
             if non_preemptible:
                 self.allocated_np[a] += sign * amount
 
