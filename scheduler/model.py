@@ -402,7 +402,7 @@ class Job:
     queue does not exist). KAI neither schedules such a job nor counts it in fair share; its pods already on a
     node keep holding their resources there."""
     uid: Optional[str] = None
-    """Kubernetes UID of the PodGroup: KAI's last tie-breaker in job order; absent → the key."""
+    """Kubernetes UID of the PodGroup (informational: KAI's job order breaks ties by the PodGroup's name)."""
 
     @property
     def key(self) -> str:

@@ -31,10 +31,11 @@ NO_FAIR_SHARE_DRF_MULTIPLIER = 1000.0
 
 
 def job_order_key(session, j: int) -> tuple:
-    """Sort key of KAI's job order (smaller = tried first): priority, elastic state, creation time, then the
-    PodGroup's UID (KAI's last tie-breaker; the job key when the snapshot has no UID)."""
+    """Sort key of KAI's job order (smaller = tried first): priority, elastic state, creation time, then what KAI
+    calls the job's UID, which is the PodGroup's name (``PodGroupInfo.UID``, ``cluster_info.snapshotPodGroups``);
+    the namespace last, where KAI itself would merge two PodGroups of one name."""
     info = session.jobs[j]
-    return (-info.priority, session.elastic_state(j), info.creation, info.job.uid or info.key)
+    return (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
 
 
 def dominant_resource_share(allocated: np.ndarray, allocatable: np.ndarray, total: np.ndarray) -> float:

@@ -38,9 +38,9 @@ task named ``<namespace>/<pod>`` becomes pod ``<pod>``, any other task name beco
 whose jobs have namespaces and whose task names are ``<namespace>/<pod>`` (what every kube or zip import produces)
 comes back unchanged; others come back under those names (:func:`kai_names` gives the mapping).
 
-Kubernetes UIDs are KAI's last tie-breaker in job and task order: a job or task with ``uid`` keeps it; one
-without gets a generated UID that sorts in kaidash's own fallback order (job key, task name), so KAI breaks ties
-the way kaidash does.
+A pod's Kubernetes UID is KAI's last tie-breaker in task order (jobs tie-break on the PodGroup's name): a task
+or job with ``uid`` keeps it; one without gets a generated UID that sorts in kaidash's own fallback order (task
+name; job key), so KAI breaks ties the way kaidash does.
 """
 
 from __future__ import annotations
