@@ -929,15 +929,16 @@ class Session:
         whole_taken = 0
         for c in order:
             if c == gpu_order.WHOLE:
-                # KAI lists one whole-GPU candidate per idle and per releasing GPU, all with the same score:
-                # idle ones first; a releasing one can only be pipelined onto (§e.3, §e.4).
+                # KAI lists one whole-GPU candidate per idle and per releasing GPU, all with the same score, and
+                # pipelines onto one only when the node-level IsTaskAllocatable fails (gpu_sharing/gpuSharing.go
+                # findGpuForSharingOnNode): a fraction that also fits an existing shared GPU is bound on a new one
+                # even when the whole GPUs left are releasing. Devices: idle ones first, then releasing ones.
                 on_idle = whole_taken < idle_whole
                 whole_taken += 1
-                is_rel = pipeline_only or not node_idle or not on_idle
-                slot = self._new_slot(n, is_rel, exclude=slots)
-                if slot is None and not is_rel:  # slots and counts disagree: no idle device to bind to
-                    is_rel = True
-                    slot = self._new_slot(n, True, exclude=slots)
+                is_rel = pipeline_only or not node_idle
+                slot = self._new_slot(n, is_rel or not on_idle, exclude=slots, join_releasing=is_rel)
+                if slot is None and not is_rel:
+                    slot = self._new_slot(n, True, exclude=slots, join_releasing=False)
                 if slot is None:
                     continue
                 group = ns.slot_group[n].get(slot) or self._new_group_id(n, slot)
@@ -957,10 +958,10 @@ class Session:
             stmt.allocate(i, n, groups=groups, indices=slots)
         return True
 
-    def _new_slot(self, n: int, releasing: bool, exclude: list[int]) -> Optional[int]:
-        """Device for a newly opened shared GPU: the lowest idle device; for a pipelined placement the lowest
-        releasing one first (a releasing whole GPU, then a GPU whose fractions are all releasing). A bound
-        placement never gets a device that is still releasing: None when no idle device is left."""
+    def _new_slot(self, n: int, releasing: bool, exclude: list[int], join_releasing: bool = True) -> Optional[int]:
+        """Device for a newly opened shared GPU: the lowest idle device; with ``releasing`` the lowest releasing
+        one first (a releasing whole GPU, then — ``join_releasing``, pipelined placements only — a GPU whose
+        fractions are all releasing). None when no such device is left."""
         ns = self.nodes
         exists = ns.slot_exists[n]
         grouped = np.zeros(ns.g, dtype=bool)
@@ -972,7 +973,8 @@ class Session:
             rel_whole = np.nonzero(empty & (ns.slot_whole[n] == SLOT_RELEASING))[0]
             if rel_whole.size:
                 return int(rel_whole[0])
-            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude]
+            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude] \
+                if join_releasing else []
             if rel_shared:
                 return rel_shared[0]  # joins the releasing GPU's group (KAI would open a new id there)
         if idle.size:

@@ -397,7 +397,7 @@ def _requests(t: Task) -> tuple[dict, dict]:
     return requests, limits
 
 
-def pod_object(job: Job, t: Task, ns: str, uid: str) -> dict:
+def pod_object(job: Job, t: Task, ns: str, uid: str, time: Optional[float] = None) -> dict:
     """A KAI pod for task ``t`` of ``job`` (see the module table for the status mapping)."""
     labels = {"kai.scheduler/queue": job.queue}
     if t.constraints is not None:
@@ -435,7 +435,9 @@ def pod_object(job: Job, t: Task, ns: str, uid: str) -> dict:
         spec["nodeName"] = t.node
         status["phase"] = "Running"
         if s == "releasing":
-            meta["deletionTimestamp"] = meta["creationTimestamp"]
+            # deleted at the snapshot's time: KAI takes a pod deleted more than 2 minutes before *its* clock as
+            # StuckInReleasing (no longer pipelinable), so a replay long after the snapshot sees it stuck
+            meta["deletionTimestamp"] = _rfc3339(time if time is not None else t.creation_time or job.creation_time)
             meta["deletionGracePeriodSeconds"] = 30
     elif s == "pipelined":
         status["phase"] = "Pending"
@@ -550,7 +552,7 @@ def export_kai_document(snap: Snapshot) -> dict:
         if job.waiting_for != "pod-grouper":  # the pod-grouper has not made a PodGroup for those pods yet
             pod_groups.append(pod_group_object(job, ns, job_uids(job.key, job.uid)))
         for t in job.tasks:
-            pod = pod_object(job, t, ns, task_uids(t.name, t.uid))
+            pod = pod_object(job, t, ns, task_uids(t.name, t.uid), time)
             pods.append(pod)
             if t.status == "binding":
                 binds.append(bind_request_object(t, pod))
