@@ -52,6 +52,26 @@ def _tolerated(taint, tolerations: list[Toleration]) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
+def untolerated_taints(node: Node, constraints: Optional[PodConstraints]) -> list:
+    """The node's ``NoSchedule`` / ``NoExecute`` taints a pod with ``constraints`` does not tolerate."""
+    tolerations = constraints.tolerations if constraints is not None else []
+    return [t for t in node.taints if t.effect in BLOCKING_EFFECTS and not _tolerated(t, tolerations)]
+
+
+def matches_node(constraints: Optional[PodConstraints], node: Node) -> bool:
+    """Node selector and required node affinity (NodeAffinity filter)."""
+    if constraints is None:
+        return True
+    labels = node.labels
+    if any(labels.get(k) != v for k, v in constraints.node_selector.items()):
+        return False
+    if not constraints.node_affinity:
+        return True
+    fields = {"metadata.name": node.name}
+    return any(all(r.matches(labels) for r in term.match_expressions)
+               and all(r.matches(fields) for r in term.match_fields) for term in constraints.node_affinity)
+
+
 class Predicates:
     """Predicate masks over the session's nodes (index order of :class:`NodeState`)."""
 
@@ -155,7 +175,7 @@ class Predicates:
             parts["taints"] = np.array([all(_tolerated(t, tolerations) for t in taints) for taints in self.blocking],
                                        dtype=bool)
         if c is not None and (c.node_selector or c.node_affinity):
-            parts["node affinity/selector"] = np.array([self._node_matches(c, k) for k in range(self.n)], dtype=bool)
+            parts["node affinity/selector"] = np.array([matches_node(c, node) for node in self.nodes], dtype=bool)
         if c is not None and c.config_maps and self.config_maps is not None:
             missing = [name for name in c.config_maps if f"{ns}/{name}" not in self.config_maps]
             if missing:
@@ -166,17 +186,6 @@ class Predicates:
         for ok in parts.values():
             mask &= ok
         return mask, parts
-
-    def _node_matches(self, c: PodConstraints, k: int) -> bool:
-        labels = self.labels[k]
-        for key, value in c.node_selector.items():
-            if labels.get(key) != value:
-                return False
-        if not c.node_affinity:
-            return True
-        fields = {"metadata.name": self.nodes[k].name}
-        return any(all(r.matches(labels) for r in term.match_expressions)
-                   and all(r.matches(fields) for r in term.match_fields) for term in c.node_affinity)
 
     def missing_config_maps(self, i: int) -> list[str]:
         """Required ConfigMaps of task ``i`` that do not exist (empty when ConfigMaps are not known)."""

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..model import (ExternalPod, HostPort, Job, LabelSelector, Node, PodAffinityTerm, PodConstraints, Queue,
-                     Requirement, SchedulerConfig, Snapshot, Task)
+                     Requirement, SchedulerConfig, Snapshot, Task, has_gpu_memory_value)
 
 MEMBER = "snapshot.json"
 SCHEDULER_NAME = "kai-scheduler"
@@ -191,7 +191,8 @@ def node_object(n: Node, time: float) -> dict:
         alloc["nvidia.com/gpu"] = str(n.gpus)
         labels["nvidia.com/gpu.count"] = str(n.gpus)
         labels["nvidia.com/gpu.present"] = "true"
-        labels["nvidia.com/gpu.memory"] = str(int(n.gpu_memory_mib))
+        if has_gpu_memory_value(n.gpu_memory_mib):  # KAI's 100 MiB default stands for "no label"
+            labels["nvidia.com/gpu.memory"] = str(int(n.gpu_memory_mib))
         if n.gpu_model:
             labels["nvidia.com/gpu.product"] = n.gpu_model
     elif n.gpu_model:
