@@ -672,7 +672,10 @@ class ClusterGenerator:
                     "nodeResourceTopologies"):
             raw[key] = []
         rng.shuffle(raw["pods"])  # informer order carries no meaning
-        config = {"actions": self.actions, "tiers": [{"plugins": plugins}],
+        actions = self.actions
+        if spread:  # KAI's operator disables consolidation under spread placement (schedulingshard_types.go)
+            actions = ", ".join(a.strip() for a in actions.split(",") if a.strip() != "consolidation")
+        config = {"actions": actions, "tiers": [{"plugins": plugins}],
                   "scenarioSearchBudgets": {"maxActionSearchDuration": {"default": "5m0s"},
                                             "maxJobSearchDuration": "4m0s", "minJobSearchDuration": "0s",
                                             "maxGeneratorSearchDuration": {"default": "2m0s",

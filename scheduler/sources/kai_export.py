@@ -515,7 +515,11 @@ def kai_config(cfg: SchedulerConfig) -> dict:
     plugins.append({"name": "nodeplacement", "arguments": {"gpu": cfg.placement.gpu, "cpu": cfg.placement.cpu}})
     if cfg.placement.gpu == "binpack":
         plugins.append({"name": "gpusharingorder"})
-    return {"actions": ", ".join(cfg.actions), "tiers": [{"plugins": plugins}],
+    actions = list(cfg.actions)
+    if "spread" in (cfg.placement.gpu, cfg.placement.cpu):
+        # KAI's operator disables consolidation under spread placement, and kaidash's engine skips it there too
+        actions = [a for a in actions if a != "consolidation"]
+    return {"actions": ", ".join(actions), "tiers": [{"plugins": plugins}],
             "scenarioSearchBudgets": json.loads(json.dumps(SCENARIO_SEARCH_BUDGETS))}
 
 
