@@ -192,6 +192,8 @@ class Session:
         self._numeric_groups = any(g.isdigit() for g in self.group_ids)
         self.predicates = Predicates(self)
         self.predicates.start((i, n) for i, n in enumerate(self.node) if n >= 0 and self.status[i] in OCCUPIES_NODE)
+        # False when no node has a taint and no pod a constraint: every predicate mask is None
+        self.predicates_apply = self.predicates.applies()
 
     # ================================================================== build
 
@@ -759,7 +761,7 @@ class Session:
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
                      float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
-        if fits:
+        if fits and self.predicates_apply:
             static = self.predicates.static(i)[0]
             if static is not None and not static[n]:
                 fits = False

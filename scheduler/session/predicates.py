@@ -102,14 +102,18 @@ class Predicates:
 
     def start(self, tasks_on_nodes) -> None:
         """Record the tasks on nodes at session open (``(task, node)`` pairs)."""
-        s = self.s
-        self.tracking = any(t.constraints is not None and (t.constraints.host_ports or t.constraints.pod_affinity
-                                                           or t.constraints.pod_anti_affinity)
-                            for t in s.task_objs) or self.anti_pods > 0
+        constrained = [c for t in self.s.task_objs if (c := t.constraints) is not None]
+        self.constrained = bool(constrained)
+        self.tracking = self.anti_pods > 0 or any(c.host_ports or c.pod_affinity or c.pod_anti_affinity
+                                                  for c in constrained)
         if not self.tracking:
             return
         for i, n in tasks_on_nodes:
             self.add(i, n)
+
+    def applies(self) -> bool:
+        """Whether any predicate can fail in this session (else every mask is None and nothing is tracked)."""
+        return self.any_taints or self.tracking or self.constrained
 
     def _record(self, i: int) -> Optional[_PodRecord]:
         c = self.s.task_objs[i].constraints
