@@ -242,6 +242,8 @@ class JobsOrderByQueues:
         self._roots = _Heap(self._node_less)
         self._nodes: dict[int, _QueueNode] = {}
         self._init_res: dict[int, tuple] = {}
+        self._qver = self._qs.version
+        self._jver = session.job_version
         for j in jobs:
             self.push(j)
 
@@ -348,13 +350,19 @@ class JobsOrderByQueues:
         return hit[1]
 
     def _key(self, node: _QueueNode) -> tuple:
-        j = self._best_job(node)
-        stamp = (self._qs.version[node.q], j, self.session.job_version[j])
+        """Keys 1-6 of the queue order with the job at the top of the queue's subtree, cached until the queue's
+        Allocated, its top job or that job's tasks change."""
+        n = node
+        while not n.is_leaf:
+            n = n.children.items[0]
+        j = n.children.items[0][1]
+        qv = self._qver[node.q]
+        jv = self._jver[j]
         cached = node.key_cache
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
+        if cached is not None and cached[0] == qv and cached[1] == j and cached[2] == jv:
+            return cached[3]
         key = queue_key(self.session, node.q, self._job_resources(j))
-        node.key_cache = (stamp, key)
+        node.key_cache = (qv, j, jv, key)
         return key
 
     def _node_less(self, a: _QueueNode, b: _QueueNode) -> bool:
@@ -362,4 +370,7 @@ class JobsOrderByQueues:
             return True
         if not b.children.items:
             return False
-        return queue_less(self.session, a.q, self._key(a), b.q, self._key(b))
+        ka, kb = self._key(a), self._key(b)
+        if ka != kb:
+            return ka < kb
+        return queue_less(self.session, a.q, ka, b.q, kb)

@@ -819,6 +819,10 @@ class Session:
         nom = self.nominated.get(i)
         if nom is not None:
             score[nom] += scores.NOMINATED_NODE
+        if self.predicates_apply:
+            affinity = self.predicates.preferred_score(i)
+            if affinity is not None:
+                score += scores.K8S_PLUGINS * affinity
         return score
 
     def ordered_nodes(self, i: int, fit: Optional[NodeFit] = None) -> list[int]:
