@@ -752,7 +752,7 @@ class Session:
                      float(self._cpu_local(np.array([f1]), ns.allocatable[n:n + 1, CPU])[0]))
             if self._node_cpu_only[n]:
                 local += scores.RESOURCE_TYPE
-            elif self._gpu_sharing_order and ns.shared_gpu_in_use(n):
+            elif self._gpu_sharing_order and ns.slot_group[n] and ns.shared_gpu_in_use(n):
                 local += scores.GPU_SHARING
         else:
             need = self._gpu_l[i]
