@@ -70,7 +70,6 @@ def test_capture_reads_the_cluster_as_kai_wrote_it(kai_cluster, kaidash_kubeconf
     assert _not_uuid(conv.warnings) == []
 
 
-@pytest.mark.xfail(strict=True, reason="GPU-UUID reservation index: fixed on branch engine-fidelity")
 def test_reservation_pods_holding_a_gpu_uuid_are_read_without_warnings(kai_cluster, kaidash_kubeconfig):
     """KAI's reservation binary writes the GPU's UUID (GPU-...) in run.ai/reserve_for_gpu_index."""
     conv = source(kaidash_kubeconfig).capture()
