@@ -379,6 +379,43 @@ class Task:
 
 
 @dataclass
+class TopologyLevel:
+    """One level of a :class:`Topology`: the node label whose value names the node's domain at that level."""
+
+    node_label: str
+    alias: Optional[str] = None
+    """KAI's ``alias``: a short name (``rack``) a constraint may use instead of the label."""
+
+
+@dataclass
+class Topology:
+    """KAI's ``Topology`` CRD (``kai.scheduler/v1alpha1``): levels from the widest (zone) to the narrowest
+    (hostname). A node belongs to the topology only when it has every level's label."""
+
+    name: str
+    levels: list[TopologyLevel] = field(default_factory=list)
+
+    def resolve(self, level: Optional[str]) -> Optional[str]:
+        """The node label a constraint's level names (an alias or the label itself)."""
+        if not level:
+            return None
+        for lv in self.levels:
+            if lv.alias == level:
+                return lv.node_label
+        return level
+
+
+@dataclass
+class TopologyConstraint:
+    """A PodGroup's ``spec.topologyConstraint``: all pods in one domain of ``required_level`` (when set),
+    preferably in one domain of ``preferred_level``. Levels are node labels or the topology's aliases."""
+
+    topology: str
+    required_level: Optional[str] = None
+    preferred_level: Optional[str] = None
+
+
+@dataclass
 class Job:
     """A pod group (gang): ``min_available`` tasks must be placed together."""
 
@@ -403,6 +440,8 @@ class Job:
     node keep holding their resources there."""
     uid: Optional[str] = None
     """Kubernetes UID of the PodGroup (informational: KAI's job order breaks ties by the PodGroup's name)."""
+    topology: Optional[TopologyConstraint] = None
+    """1.2: the PodGroup's topology constraint (KAI's topology plugin)."""
 
     @property
     def key(self) -> str:
@@ -429,6 +468,8 @@ class Snapshot:
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
     config_maps: Optional[list[str]] = None
     """``namespace/name`` of the ConfigMaps that exist; None: not known (KAI's ConfigMap predicate is skipped)."""
+    topologies: list[Topology] = field(default_factory=list)
+    """1.2: KAI ``Topology`` objects (network / rack layout read from node labels)."""
     version: int = 1
 
     def copy(self) -> "Snapshot":

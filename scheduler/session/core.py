@@ -176,6 +176,7 @@ class Session:
         self.free_epoch = 0
         self._build_tasks(snapshot, tasks if tasks is not None else TaskTable.from_snapshot(snapshot))
         self._order_cache: dict[tuple, list] = {}
+        self._topology = None  # TopologyIndex, built on first use
         self._max_gpus = float(ns.gpus.max(initial=0))
         self._max_cpu = float(ns.allocatable[:, CPU].max(initial=0))
         self._gpu_one = getattr(self.gpu_strategy, "local_score_one", None)
@@ -835,7 +836,16 @@ class Session:
         order = np.lexsort((cand, -sc))
         return cand[order].tolist()
 
-    def best_node(self, i: int, fit: Optional[NodeFit] = None) -> int:
+    def topology_index(self):
+        """The snapshot's topologies over this session's nodes (:mod:`scheduler.placement.topology`), built on
+        first use."""
+        if self._topology is None:
+            from ..placement.topology import TopologyIndex
+            self._topology = TopologyIndex(self)
+        return self._topology
+
+    def best_node(self, i: int, fit: Optional[NodeFit] = None, allowed: Optional[np.ndarray] = None,
+                  bonus: Optional[np.ndarray] = None) -> int:
         """The first node of :meth:`ordered_nodes` (or -1), without sorting them all.
 
         Node order only compares nodes, so each node's score may be replaced by any value that orders
@@ -848,13 +858,17 @@ class Session:
         if self.nodes.n == 0:
             return -1  # an empty cluster (e.g. nodes not readable yet): nothing fits anywhere
         if fit is not None:
-            if not fit.fits.any():
+            fits = fit.fits if allowed is None else fit.fits & allowed
+            if not fits.any():
                 return -1
-            return int(np.argmax(np.where(fit.fits, self.node_scores(i, fit), -np.inf)))
+            sc = self.node_scores(i, fit)
+            if bonus is not None:
+                sc = sc + bonus
+            return int(np.argmax(np.where(fits, sc, -np.inf)))
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
         if k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i):
-            return self.best_node(i, self.fit(i))
+            return self.best_node(i, self.fit(i), allowed, bonus)
         static = self.predicates.static(i)[0]
         key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
                None if static is None else id(static))
@@ -879,6 +893,8 @@ class Session:
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
         values = entry[1]
+        if allowed is not None:  # a topology domain (and its node scores): KAI's node subsets
+            values = np.where(allowed, values if bonus is None else values + bonus, -np.inf)
         nom = self.nominated.get(i)
         if nom is not None and values[nom] > -np.inf:
             values = values.copy()
