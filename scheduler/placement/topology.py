@@ -32,6 +32,7 @@ from typing import Optional
 import numpy as np
 
 from ..model import Topology, TopologyConstraint
+from ..session.core import ACTIVE_ALLOCATED, KIND_MEMORY
 from . import scores
 
 ROOT = "root"
@@ -98,11 +99,12 @@ class TopologyIndex:
 
 
 def _task_requests(session, tasks: list[int]) -> np.ndarray:
-    """``(tasks, 4)``: GPUs (fractions as fractions), CPU, memory, pods (1) of each task."""
+    """``(tasks, 4)``: GPUs, CPU, memory, pods (1) of each task, as KAI's request vectors hold them: fractions
+    as fractions, gpu-memory requests as 0 GPUs."""
     out = np.empty((len(tasks), 4))
     for r, i in enumerate(tasks):
         vec = session.task_vector(i)
-        out[r, 0] = session.request_gpus(i, session.max_gpu_mem)
+        out[r, 0] = 0.0 if session.kind_list[i] == KIND_MEMORY else session.request_gpus(i, None)
         out[r, 1:] = vec[1:]
     return out
 
@@ -119,7 +121,7 @@ def _node_free(session, fractional: bool) -> np.ndarray:
     ns = session.nodes
     free = ns.free.copy()
     if fractional and ns.gpu_mem.size:
-        room = np.where(ns.sh_used > 0, ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel, 0.0)
+        room = np.where(ns.sh_used > 0, np.maximum(ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel, 0.0), 0.0)
         free[:, 0] += room.sum(axis=1) / np.where(ns.gpu_mem > 0, ns.gpu_mem, 1.0)
     return free
 
@@ -180,10 +182,13 @@ def plan(session, j: int, tasks: list[int]) -> Optional[Plan]:
     member = tree.member
     req = _task_requests(session, tasks)
     total = req.sum(axis=0)
-    fractional = bool(((req[:, 0] > 0) & (req[:, 0] < 1)).any())
-    free = _node_free(session, fractional)
+    biggest_gpu = float(req[:, 0].max())
+    free = _node_free(session, False)  # domains' free resources: whole GPUs only ("ignore fractions")
     homogeneous = _homogeneous(session, tasks)
-    per_node = _accommodation(req, free, len(tasks)) if homogeneous else None
+    per_node = None
+    if homogeneous:
+        fractional = 0 < biggest_gpu < 1  # nodes' free parts of shared GPUs count for a fractional request
+        per_node = _accommodation(req, _node_free(session, True) if fractional else free, len(tasks))
     count = len(tasks)
 
     # per level (-1 = root): free resources, allocatable pods and the fit of every domain
@@ -322,7 +327,6 @@ def _ancestor(tree: TopologyTree, lvl: int, d: int, target: int) -> int:
 
 def _domains_with_active_pods(session, j: int, tree: TopologyTree, req_lvl: int) -> Optional[set[int]]:
     """Required-level domains holding an active allocated pod of the job; None when it has none (any domain)."""
-    from ..session.core import ACTIVE_ALLOCATED
     nodes = [session.node[i] for i in session.jobs[j].tasks
              if session.status[i] in ACTIVE_ALLOCATED and session.node[i] >= 0]
     if not nodes:
