@@ -157,7 +157,7 @@ def test_plan_orders_domains_narrowest_level_first_and_fullest_first():
     # then the zones, in the same order
     assert p.domains == ["b.b1", "a.a1", "a.a2", "b", "a"]
     names = s.nodes.names
-    assert [names[k] for k in np.nonzero(p.node_sets[0])[0]] == ["n5", "n6"]
+    assert [names[k] for k in np.nonzero(p.mask(0))[0]] == ["n5", "n6"]
     assert p.bonus[names.index("n5")] == 3e5 and p.bonus[names.index("n3")] == 1e6
 
 

@@ -121,14 +121,15 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
             failed[sig] = (POD_SCHEDULING_ERRORS, None, 0, message, details)  # None: the message is final
         return False
     # KAI's node subsets: every node at once, or each topology domain in turn until the chunk fits in one
-    subsets = [(None, None)] if plan is None else [(rows, plan.bonus) for rows in plan.node_sets]
-    for k, (allowed, bonus) in enumerate(subsets):
+    tries = 1 if plan is None else len(plan.candidates)
+    for k in range(tries):
         stmt = Statement(session)
+        allowed, bonus = (None, None) if plan is None else (plan.mask(k), plan.bonus)
         failure = _place_chunk(session, stmt, j, tasks, allowed, bonus)
         if failure is None:
             break
         stmt.discard()
-        if k == len(subsets) - 1:
+        if k == tries - 1:
             fit_message, i, index, details = failure
             if plan is not None:
                 details = dict(details, topology_domains_tried=plan.domains)

@@ -42,13 +42,26 @@ _RES = 3  # GPU, CPU, memory columns of the node arrays take part in the ratio (
 
 @dataclass
 class Plan:
-    """Where a chunk may go: ``node_sets`` (bool masks over the session's nodes) in the order to try, and a
-    per-node score to add (preferred level), or ``failure`` = ``(message, details)`` when no domain fits."""
+    """Where a chunk may go: candidate domains ``(level, domain index)`` in the order to try (:meth:`mask` gives a
+    candidate's nodes), a per-node score to add (preferred level), or ``failure`` = ``(message, details)`` when
+    no domain fits."""
 
-    node_sets: list[np.ndarray] = field(default_factory=list)
+    tree: Optional["TopologyTree"] = None
+    candidates: list[tuple[int, int]] = field(default_factory=list)
+    within: Optional[np.ndarray] = None
     bonus: Optional[np.ndarray] = None
-    domains: list[str] = field(default_factory=list)
     failure: Optional[tuple[str, dict]] = None
+
+    def mask(self, k: int) -> np.ndarray:
+        """Nodes of candidate ``k`` (bool over the session's nodes)."""
+        lvl, d = self.candidates[k]
+        rows = self.tree.member if lvl < 0 else self.tree.node_domain[lvl] == d
+        return rows & self.within
+
+    @property
+    def domains(self) -> list[str]:
+        """Ids of the candidate domains, in order."""
+        return [ROOT if lvl < 0 else self.tree.names[lvl][d] for lvl, d in self.candidates]
 
 
 class TopologyTree:
@@ -62,6 +75,8 @@ class TopologyTree:
         self.node_domain: list[np.ndarray] = []  # per level: domain index of each node (-1 = not a member)
         self.names: list[list[str]] = []          # per level: domain ids ("zone-a.rack-1")
         self.parent: list[np.ndarray] = []        # per level: parent domain index (level 0: 0 = root)
+        self.name_rank: list[np.ndarray] = []     # per level: rank of each domain's id (KAI's tie-break)
+        self.member_domain: list[np.ndarray] = []  # per level: domain of each member node, in member order
         prefix = [""] * n
         for lvl, key in enumerate(self.labels):
             index: dict[str, int] = {}
@@ -75,9 +90,54 @@ class TopologyTree:
                     par.append(0 if lvl == 0 else int(self.node_domain[lvl - 1][k]))
                 dom[k] = d
                 prefix[k] = ident
+            names = list(index)
+            rank = np.empty(len(names), dtype=np.int64)
+            rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
             self.node_domain.append(dom)
-            self.names.append(list(index))
+            self.names.append(names)
             self.parent.append(np.array(par, dtype=np.int64))
+            self.name_rank.append(rank)
+            self.member_domain.append(dom[self.member])
+        # the lowest domain common to every member node, per deepest level allowed (static: membership is)
+        self.common: list[tuple[int, int]] = []
+        lvl_c, dom_c = -1, 0
+        for lvl in range(len(self.labels)):
+            doms = self.member_domain[lvl]
+            if lvl_c == lvl - 1 and doms.size and (doms == doms[0]).all():
+                lvl_c, dom_c = lvl, int(doms[0])
+            self.common.append((lvl_c, dom_c))
+        # every domain in one table: row 0 = root, then level 0's domains, level 1's, ...
+        self.offset = {-1: 0}
+        rows = 1
+        for lvl in range(len(self.labels)):
+            self.offset[lvl] = rows
+            rows += len(self.names[lvl])
+        self.table_rows = rows
+        self.rows_of = np.zeros((n, len(self.labels) + 1), dtype=np.int64)  # per node: its rows (members only)
+        for lvl in range(len(self.labels)):
+            self.rows_of[:, lvl + 1] = self.offset[lvl] + np.maximum(self.node_domain[lvl], 0)
+        self._within: dict[tuple[int, int], np.ndarray] = {}
+        self._present: dict[tuple[int, int, int], np.ndarray] = {}
+
+    def common_domain(self, deepest: int) -> tuple[int, int]:
+        """``(level, domain)`` of the lowest domain holding every member node, not below ``deepest``."""
+        return self.common[deepest] if deepest >= 0 and self.member.any() else (-1, 0)
+
+    def within(self, lvl: int, d: int) -> np.ndarray:
+        """Nodes of domain ``d`` of ``lvl`` (-1: every node), cached."""
+        key = (lvl, d)
+        if key not in self._within:
+            self._within[key] = np.ones(len(self.member), dtype=bool) if lvl < 0 else self.node_domain[lvl] == d
+        return self._within[key]
+
+    def present(self, lvl: int, common: tuple[int, int]) -> np.ndarray:
+        """Domains of ``lvl`` with a member node inside the common domain, cached."""
+        key = (lvl, *common)
+        if key not in self._present:
+            out = np.zeros(len(self.names[lvl]), dtype=bool)
+            out[self.node_domain[lvl][self.member & self.within(*common)]] = True
+            self._present[key] = out
+        return self._present[key]
 
     def level_index(self, label: Optional[str]) -> Optional[int]:
         return self.labels.index(label) if label in self.labels else None
@@ -88,14 +148,69 @@ class TopologyTree:
             return ROOT
         return self.topology.levels[lvl].alias or self.labels[lvl]
 
+    def sums(self, lvl: int, values: np.ndarray) -> np.ndarray:
+        """Per domain of ``lvl`` (-1: root) the sum of ``values`` (one row per node, any columns) over its nodes."""
+        v = values[self.member]
+        if lvl < 0:
+            return v.sum(axis=0, keepdims=True)
+        d = len(self.names[lvl])
+        if v.ndim == 1:
+            return np.bincount(self.member_domain[lvl], weights=v, minlength=d)
+        cols = v.shape[1]
+        flat = (self.member_domain[lvl][:, None] * cols + np.arange(cols)[None, :]).ravel()
+        return np.bincount(flat, weights=v.ravel(), minlength=d * cols).reshape(d, cols)
+
+
+class _Tracked:
+    """Per-node values (a few columns) and their sums over every domain (one table, see
+    ``TopologyTree.offset``), kept in step with the session's node changes (``NodeState.change_log``): after a
+    placement only the nodes it touched are recomputed and their difference added to their domains (values are
+    counts and requests, so the sums stay exact)."""
+
+    def __init__(self, tree: TopologyTree, compute):
+        self.tree, self.compute = tree, compute  # compute(rows) -> (rows, columns)
+        self.pos = -1
+        self.values: Optional[np.ndarray] = None
+        self.table: Optional[np.ndarray] = None
+
+    def get(self, nodes) -> np.ndarray:
+        """The sums table for the nodes' state now (do not modify)."""
+        log, tree = nodes.change_log, self.tree
+        if self.pos < 0 or len(log) - self.pos > 16:
+            self.values = np.array(self.compute(slice(None)), dtype=float)
+            table = np.zeros((tree.table_rows, self.values.shape[1]))
+            table[0] = self.values[tree.member].sum(axis=0)
+            for lvl in range(len(tree.labels)):
+                off = tree.offset[lvl]
+                table[off:off + len(tree.names[lvl])] = tree.sums(lvl, self.values)
+            self.table = table
+        elif self.pos < len(log):
+            member = tree.member
+            rows = sorted(n for n in set(log[self.pos:]) if member[n])
+            if rows:
+                new = self.compute(np.array(rows, dtype=np.int64))
+                for k, n in enumerate(rows):  # usually one node
+                    self.table[tree.rows_of[n]] += new[k] - self.values[n]
+                    self.values[n] = new[k]
+        self.pos = len(log)
+        return self.table
+
 
 class TopologyIndex:
-    """Every topology of a session's snapshot, built once per session."""
+    """Every topology of a session's snapshot, built once per session, with the domain sums plans read."""
 
     def __init__(self, session):
         nodes = session.snapshot.node_map()
         labels = [nodes[name].labels for name in session.nodes.names]
         self.trees = {t.name: TopologyTree(t, labels) for t in session.snapshot.topologies}
+        self._tracked: dict[tuple, _Tracked] = {}
+
+    def tracked(self, key: tuple, tree: TopologyTree, compute) -> _Tracked:
+        """The :class:`_Tracked` sums for ``key`` (made with ``compute`` on first use)."""
+        t = self._tracked.get(key)
+        if t is None:
+            t = self._tracked[key] = _Tracked(tree, compute)
+        return t
 
 
 def _task_requests(session, tasks: list[int]) -> np.ndarray:
@@ -115,39 +230,41 @@ def _homogeneous(session, tasks: list[int]) -> bool:
     return with_gpu in (0, len(tasks))
 
 
-def _node_free(session, fractional: bool) -> np.ndarray:
-    """Idle + releasing resources per node; with ``fractional`` the free parts of shared GPUs are added to the
-    whole GPUs (KAI's approximation for fractional requests)."""
+def _node_free(session, rows, fractional: bool) -> np.ndarray:
+    """Idle + releasing resources of nodes ``rows``; with ``fractional`` the free parts of shared GPUs are added
+    to the whole GPUs (KAI's approximation for fractional requests)."""
     ns = session.nodes
-    free = ns.free.copy()
-    if fractional and ns.gpu_mem.size:
-        room = np.where(ns.sh_used > 0, np.maximum(ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel, 0.0), 0.0)
-        free[:, 0] += room.sum(axis=1) / np.where(ns.gpu_mem > 0, ns.gpu_mem, 1.0)
+    free = ns.free[rows]
+    if not fractional:
+        return free
+    free = free.copy()
+    gmem = ns.gpu_mem[rows]
+    room = np.where(ns.sh_used[rows] > 0, np.maximum(gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows], 0.0), 0.0)
+    free[:, 0] += room.sum(axis=1) / np.where(gmem > 0, gmem, 1.0)
     return free
 
 
-def _accommodation(req: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
-    """KAI ``calcNodeAccommodation`` per node: copies of the largest task each node holds."""
-    biggest = req.max(axis=0)
+def _accommodation(biggest: np.ndarray, free: np.ndarray, count: int) -> np.ndarray:
+    """KAI ``calcNodeAccommodation`` per node: copies of the largest task (``biggest``) each node holds."""
     if not (biggest[:_RES] > 0).any():
-        return np.full(free.shape[0], count, dtype=np.int64)
-    fits = (free >= biggest[None, :]).all(axis=1)
-    pos = biggest > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        copies = np.floor(free[:, pos] / biggest[pos]).min(axis=1)
-    return np.where(fits, copies, 0).astype(np.int64)
+        return np.full(free.shape[0], float(count))
+    pos = np.flatnonzero(biggest > 0)
+    copies = np.floor(free[:, pos] / biggest[pos]).min(axis=1)  # below 1 exactly where the largest task fails
+    copies = np.maximum(copies, 0.0)
+    if (biggest[pos] > 0).all() and pos.size == 4:
+        return copies
+    return np.where((free >= biggest).all(axis=1), copies, 0.0)
 
 
 def _ratio(total: np.ndarray, free: np.ndarray) -> np.ndarray:
     """KAI ``getJobRatioToFreeResources`` per domain: the largest request/free over GPU, CPU and memory."""
-    out = np.zeros(free.shape[0])
-    for c in range(_RES):
-        if total[c] <= 0:
-            continue
-        with np.errstate(divide="ignore"):
-            r = np.where(free[:, c] > 0, total[c] / np.where(free[:, c] > 0, free[:, c], 1.0), NOT_IN_DOMAIN_RATIO)
-        out = np.maximum(out, r)
-    return out
+    cols = np.flatnonzero(total[:_RES] > 0)
+    if cols.size == 0:
+        return np.zeros(free.shape[0])
+    f = free[:, cols]
+    out = np.full(f.shape, NOT_IN_DOMAIN_RATIO)
+    np.divide(total[cols], f, out=out, where=f > 0)
+    return out.max(axis=1)
 
 
 def _describe(job) -> str:
@@ -161,8 +278,7 @@ def plan(session, j: int, tasks: list[int]) -> Optional[Plan]:
     c: Optional[TopologyConstraint] = job.topology
     if c is None or not c.topology or not tasks:
         return None
-    index = session.topology_index()
-    tree = index.trees.get(c.topology)
+    tree = session.topology_index().trees.get(c.topology)
     if tree is None:
         return Plan(failure=(f"Requested topology {c.topology} does not exist", {"topology": c.topology}))
     topo = tree.topology
@@ -179,143 +295,100 @@ def plan(session, j: int, tasks: list[int]) -> Optional[Plan]:
         return Plan(failure=(f"no topology constraints were found for the job, with topology name {topo.name}",
                              details))
 
-    member = tree.member
     req = _task_requests(session, tasks)
     total = req.sum(axis=0)
-    biggest_gpu = float(req[:, 0].max())
-    free = _node_free(session, False)  # domains' free resources: whole GPUs only ("ignore fractions")
-    homogeneous = _homogeneous(session, tasks)
-    per_node = None
-    if homogeneous:
-        fractional = 0 < biggest_gpu < 1  # nodes' free parts of shared GPUs count for a fractional request
-        per_node = _accommodation(req, _node_free(session, True) if fractional else free, len(tasks))
     count = len(tasks)
+    index = session.topology_index()
+    # domains' free resources: whole GPUs only (KAI: "ignore fractions")
+    free_sums = index.tracked(("free", topo.name), tree, lambda rows: session.nodes.free[rows]).get(session.nodes)
+    pod_sums = None
+    if _homogeneous(session, tasks):
+        biggest = req.max(axis=0)
+        fractional = 0 < biggest[0] < 1  # nodes' free parts of shared GPUs count for a fractional request
+        pod_sums = index.tracked(
+            ("pods", topo.name, tuple(biggest.tolist()), count), tree,
+            lambda rows: _accommodation(biggest, _node_free(session, rows, fractional), count)[:, None],
+        ).get(session.nodes)
+    low = pref_lvl if pref_lvl is not None else req_lvl  # the deepest level that matters
+    top = req_lvl if req_lvl is not None else -1
+    ratio = _ratio(total, free_sums)  # every domain at once (the table's rows)
+    fit_all = pod_sums[:, 0] >= count if pod_sums is not None else ratio <= 1.0
 
-    # per level (-1 = root): free resources, allocatable pods and the fit of every domain
-    def level_sums(lvl: int):
-        if lvl < 0:
-            rows = member
-            f = free[rows].sum(axis=0, keepdims=True)
-            pods = np.array([per_node[rows].sum()]) if per_node is not None else None
-            return f, pods
-        dom = tree.node_domain[lvl]
-        d = len(tree.names[lvl])
-        rows = dom >= 0
-        f = np.stack([np.bincount(dom[rows], weights=free[rows, col], minlength=d) for col in range(4)], axis=1)
-        pods = np.bincount(dom[rows], weights=per_node[rows], minlength=d) if per_node is not None else None
-        return f, pods
+    def rows(lvl: int) -> slice:
+        off = tree.offset[lvl]
+        return slice(off, off + (1 if lvl < 0 else len(tree.names[lvl])))
 
-    sums = {lvl: level_sums(lvl) for lvl in range(-1, len(tree.labels))}
+    def level(lvl: int) -> tuple:
+        """(free resources, allocatable pods or None) of every domain of ``lvl`` (-1: root)."""
+        r = rows(lvl)
+        return free_sums[r], None if pod_sums is None else pod_sums[r, 0]
 
     def fits(lvl: int) -> np.ndarray:
-        f, pods = sums[lvl]
-        if pods is not None:
-            return pods >= count
-        return _ratio(total, f) <= 1.0
+        return fit_all[rows(lvl)]
 
     # the lowest domain common to every member node, never below the preferred level
-    common_lvl, common_dom = -1, 0
-    stop = pref_lvl if pref_lvl is not None else len(tree.labels) - 1
-    if member.any():
-        for lvl in range(stop + 1):
-            doms = np.unique(tree.node_domain[lvl][member])
-            if doms.size != 1:
-                break
-            common_lvl, common_dom = lvl, int(doms[0])
-    common_name = ROOT if common_lvl < 0 else tree.names[common_lvl][common_dom]
+    common_lvl, common_dom = tree.common_domain(pref_lvl if pref_lvl is not None else len(tree.labels) - 1)
     if not fits(common_lvl)[common_dom]:
-        where = "the cluster" if common_lvl < 0 else common_name
-        details.update(_largest(tree, sums, req_lvl if req_lvl is not None else -1, total, count, per_node))
+        where = "the cluster" if common_lvl < 0 else tree.names[common_lvl][common_dom]
+        details.update(_largest(tree, level(top), top, total, count))
         return Plan(failure=(f"{head}: not enough resources in {where} to allocate the job", details))
 
-    ranks = _sibling_ranks(tree, sums, total)
-    in_common = (np.ones(len(member), dtype=bool) if common_lvl < 0
-                 else tree.node_domain[common_lvl] == common_dom)
+    pos = _bfs_positions(tree, [ratio[rows(lvl)] for lvl in range(low + 1)])
+    within = tree.within(common_lvl, common_dom)
     bonus = None
     if pref_lvl is not None:
-        order = _bfs_order(tree, ranks, pref_lvl)
-        dom = tree.node_domain[pref_lvl]
-        present = [d for d in order if ((dom == d) & in_common).any()]
-        bonus = np.zeros(len(member))
-        for k, d in enumerate(present):
-            bonus[dom == d] = np.floor((k + 1) / len(present) * 10) * scores.TOPOLOGY
+        present = tree.present(pref_lvl, (common_lvl, common_dom))
+        order = np.argsort(pos[pref_lvl])
+        order = order[present[order]]
+        score = np.zeros(len(present) + 1)  # the last entry: nodes outside the topology
+        score[order] = np.floor((np.arange(len(order)) + 1) / len(order) * 10) * scores.TOPOLOGY
+        bonus = score[tree.node_domain[pref_lvl]]
 
-    top = req_lvl if req_lvl is not None else -1
-    low = pref_lvl if pref_lvl is not None else req_lvl
     allowed_required = _domains_with_active_pods(session, j, tree, req_lvl) if req_lvl is not None else None
-    node_sets, names = [], []
-    last_level_fit = None
+    candidates: list[tuple[int, int]] = []
     for lvl in range(low, top - 1, -1):
         ok = fits(lvl)
-        if lvl == top:
-            last_level_fit = ok
-        doms = [0] if lvl < 0 else _bfs_order(tree, ranks, lvl)
-        for d in doms:
-            if not ok[d]:
-                continue
-            rows = member if lvl < 0 else tree.node_domain[lvl] == d
-            if allowed_required is not None:
-                anc = d if lvl == req_lvl else _ancestor(tree, lvl, d, req_lvl)
-                if anc not in allowed_required:
-                    continue
-            node_sets.append(rows & in_common)
-            names.append(ROOT if lvl < 0 else tree.names[lvl][d])
-    if not node_sets:
-        details.update(_largest(tree, sums, top, total, count, per_node))
-        if last_level_fit is not None and per_node is not None and top >= 0:
-            pods = sums[top][1]
-            groups = ", ".join(f"node-group {tree.names[top][d]} can allocate only {int(pods[d])} of {count} "
-                               f"required pods" for d in range(len(pods)) if not last_level_fit[d])
-            details["node_groups"] = groups
+        order = np.zeros(1, dtype=np.int64) if lvl < 0 else np.argsort(pos[lvl])
+        doms = order[ok[order]].tolist()
+        if allowed_required is not None:
+            doms = [d for d in doms if _ancestor(tree, lvl, d, req_lvl) in allowed_required]
+        candidates.extend((lvl, d) for d in doms)
+    if not candidates:
+        details.update(_largest(tree, level(top), top, total, count))
+        if pod_sums is not None and top >= 0:
+            pods, ok = level(top)[1], fits(top)
+            details["node_groups"] = ", ".join(
+                f"node-group {tree.names[top][d]} can allocate only {int(pods[d])} of {count} required pods"
+                for d in range(len(pods)) if not ok[d])
         return Plan(failure=(head, details))
-    return Plan(node_sets=node_sets, bonus=bonus, domains=names)
+    return Plan(tree=tree, candidates=candidates, within=within, bonus=bonus)
 
 
-def _largest(tree: TopologyTree, sums: dict, lvl: int, total: np.ndarray, count: int, per_node) -> dict:
+def _largest(tree: TopologyTree, sums: tuple, lvl: int, total: np.ndarray, count: int) -> dict:
     """Numbers for why-pending: the chunk's GPUs and the largest free GPUs in one domain of ``lvl``."""
-    f, pods = sums[lvl]
-    if f.shape[0] == 0:
-        return {"level": tree.display(lvl), "need_gpus": float(total[0]), "largest_free_gpus": 0.0,
-                "largest_domain": None, "pods": count}
-    best = int(np.argmax(f[:, 0]))
-    out = {"level": tree.display(lvl), "need_gpus": float(total[0]), "largest_free_gpus": float(f[best, 0]),
-           "largest_domain": ROOT if lvl < 0 else tree.names[lvl][best], "pods": count}
-    if pods is not None:
-        out["largest_allocatable_pods"] = int(pods.max())
+    f, pods = sums
+    out: dict = {"level": tree.display(lvl), "need_gpus": float(total[0]), "largest_free_gpus": 0.0,
+                 "largest_domain": None, "pods": count}
+    if f.shape[0]:
+        best = int(np.argmax(f[:, 0]))
+        out.update(largest_free_gpus=float(f[best, 0]), largest_domain=ROOT if lvl < 0 else tree.names[lvl][best])
+        if pods is not None:
+            out["largest_allocatable_pods"] = int(pods.max())
     return out
 
 
-def _sibling_ranks(tree: TopologyTree, sums: dict, total: np.ndarray) -> list[np.ndarray]:
-    """Per level: each domain's position among its siblings in KAI's sorted tree (ratio descending, id)."""
+def _bfs_positions(tree: TopologyTree, ratios: list[np.ndarray]) -> list[np.ndarray]:
+    """Per level: each domain's position in the breadth-first order of KAI's sorted tree (children by ratio,
+    highest first, then id; so a level's order is its parents' order, then that)."""
     out = []
-    for lvl in range(len(tree.labels)):
-        f = sums[lvl][0]
-        ratio = _ratio(total, f)
-        names = tree.names[lvl]
-        order = sorted(range(len(names)), key=lambda d: (int(tree.parent[lvl][d]), -ratio[d], names[d]))
-        rank = np.empty(len(names), dtype=np.int64)
-        prev, k = None, 0
-        for d in order:
-            p = int(tree.parent[lvl][d])
-            k = 0 if p != prev else k + 1
-            prev = p
-            rank[d] = k
-        out.append(rank)
+    parent_pos = np.zeros(1, dtype=np.int64)
+    for lvl, ratio in enumerate(ratios):
+        order = np.lexsort((tree.name_rank[lvl], -ratio, parent_pos[tree.parent[lvl]]))
+        pos = np.empty(len(order), dtype=np.int64)
+        pos[order] = np.arange(len(order))
+        out.append(pos)
+        parent_pos = pos
     return out
-
-
-def _bfs_order(tree: TopologyTree, ranks: list[np.ndarray], lvl: int) -> list[int]:
-    """Domains of ``lvl`` in breadth-first order of the sorted tree (parents' order, then sibling rank)."""
-    pos = np.zeros(1, dtype=np.int64)  # root
-    order: list[int] = [0]
-    for level in range(lvl + 1):
-        par = tree.parent[level]
-        idx = np.arange(len(par))
-        key = np.lexsort((ranks[level], pos[par]))
-        order = idx[key].tolist()
-        pos = np.empty(len(par), dtype=np.int64)
-        pos[key] = np.arange(len(par))
-    return order
 
 
 def _ancestor(tree: TopologyTree, lvl: int, d: int, target: int) -> int:
