@@ -206,3 +206,20 @@ def test_kai_zip_export_and_import_carry_topologies_and_constraints(tmp_path):
     assert back.job_map()["ml/train"].topology == snap.job_map()["ml/train"].topology
     assert back.node_map()["n3"].labels[RACK] == "a2"  # a level's label is kept although no prefix keeps it
     assert _placed(run_session(back)) == ["n3", "n3", "n4", "n4"]
+
+
+def test_incremental_domain_sums_equal_a_fresh_count_after_a_session():
+    from bench.engine_scale import SIZES, make_cluster, with_topology
+    from scheduler.actions.allocate import allocate
+
+    snap = with_topology(make_cluster(**dict(SIZES["small"], nodes=40, pending_jobs=200)), rack_nodes=4)
+    s = Session(snap, compute_fair_share(snap))
+    allocate(s)
+    index = s.topology_index()
+    assert len(index._tracked) >= 3  # free resources + one per request shape seen
+    placed = sum(1 for st in s.status if st in ("binding", "pipelined"))
+    assert placed > 100
+    for key, tracked in index._tracked.items():
+        before = tracked.get(s.nodes).copy()  # brought up to date incrementally
+        tracked.pos = -1  # force the full count
+        assert np.array_equal(tracked.get(s.nodes), before), key
