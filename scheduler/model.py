@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -52,6 +53,22 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 """Node selector requirement operators (label selectors of pods use the first four)."""
+
+MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
+"""A MIG profile as in ``nvidia.com/mig-<profile>``: ``<G>g.<M>gb``, G compute slices, M GB of memory."""
+
+
+def mig_gpus(profile: str) -> int:
+    """GPU-equivalents of one MIG instance as KAI counts them for quota and fair share: its compute slices G
+    (``common_info/resources/mig.go``); 0 for a name that is not a MIG profile."""
+    m = MIG_PROFILE.match(profile)
+    return int(m.group(1)) if m else 0
+
+
+def mig_gpu_total(instances: dict[str, int]) -> int:
+    """GPU-equivalents of MIG instances by profile (Σ G × count)."""
+    return sum(mig_gpus(p) * c for p, c in instances.items())
+
 
 DEFAULT_QUEUE_PRIORITY = 100
 DEFAULT_JOB_PRIORITY = 50
@@ -262,6 +279,9 @@ class Node:
     """``spec.unschedulable`` (cordoned): like a not-Ready node, it takes nothing and counts nothing."""
     taints: list[Taint] = field(default_factory=list)
     external_pods: list[ExternalPod] = field(default_factory=list)
+    mig: dict[str, int] = field(default_factory=dict)
+    """1.2: MIG instances by profile (``{"1g.10gb": 7}``: allocatable ``nvidia.com/mig-1g.10gb``). They are part
+    of ``gpus`` as G GPU-equivalents each (KAI's quota counting); only MIG requests of that profile use them."""
 
     @property
     def schedulable(self) -> bool:
@@ -353,6 +373,9 @@ class Task:
     """What KAI's predicates read from the pod spec (None: no labels, tolerations or constraints)."""
     uid: Optional[str] = None
     """Kubernetes UID: KAI's last tie-breaker in task order (after creation time); absent → the name."""
+    mig: dict[str, int] = field(default_factory=dict)
+    """1.2: MIG instances requested by profile (``nvidia.com/mig-<profile>``); ``gpu`` is then their
+    GPU-equivalents (Σ G × count), which queues and fair share count."""
 
     @property
     def is_fractional(self) -> bool:

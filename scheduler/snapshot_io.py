@@ -55,7 +55,9 @@ from .model import (
     Topology,
     TopologyConstraint,
     TopologyLevel,
+    mig_gpu_total,
 )
+from .model import MIG_PROFILE
 
 VERSIONS = (1, 1.1, 1.2)
 """Snapshot format versions this kaidash reads. 1.1 = 1 + the fields KAI's predicates read (taints, pod
@@ -421,6 +423,7 @@ def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
         "unschedulable": _bool,
         "taints": lambda v, p, e: _objects(v, p, e, _parse_taint),
         "external_pods": lambda v, p, e: _objects(v, p, e, _parse_external_pod),
+        "mig": _parse_mig,
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
@@ -428,6 +431,9 @@ def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
     for key in ("gpus", "pods"):
         if key in kw:
             kw[key] = int(kw[key])
+    if kw.get("mig") and mig_gpu_total(kw["mig"]) > kw.get("gpus", 0):
+        errs.add(f"{path}.mig", f"MIG instances make {mig_gpu_total(kw['mig'])} GPU-equivalents, more than the node's "
+                                f"gpus ({kw.get('gpus', 0)}, which include them)")
     if kw.get("gpus", 0) > 0 and kw.get("gpu_memory_mib", 0) <= 0 and "gpu_memory_mib" not in doc:
         errs.add(f"{path}.gpu_memory_mib", "required for a node with GPUs (MiB per device, e.g. 81920)")
     return Node(**kw)
@@ -519,10 +525,19 @@ def _parse_task(doc: Any, job_path: str, index: int, errs: _Collector) -> Option
         "usage": usage,
         "constraints": _parse_constraints,
         "uid": lambda v, p, e: _string(v, p, e, optional=True),
+        "mig": lambda v, p, e: _parse_mig(v, p, e, minimum=1),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
         return None
+    if kw.get("mig"):
+        equiv = mig_gpu_total(kw["mig"])
+        if "gpu" not in kw:
+            kw["gpu"] = float(equiv)
+        elif kw["gpu"] != equiv:
+            errs.add(f"{path}.gpu", f"a MIG request's gpu is its GPU-equivalents ({equiv}), got {kw['gpu']:g}")
+        if "gpu_memory_mib" in kw:
+            errs.add(f"{path}.mig", "give either mig or gpu_memory_mib, not both")
     if "gpu_group" in kw:
         kw["gpu_groups"] = kw.pop("gpu_group")
     if "gpu_index" in kw:
@@ -600,6 +615,26 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
         if t.subgroup is not None and t.subgroup not in names:
             errs.add(f"{path}.tasks[{t.name}].subgroup", f"unknown subgroup {t.subgroup!r} (job declares: {sorted(names) or 'none'})")
     return job
+
+
+def _parse_mig(v: Any, p: str, e: _Collector, minimum: int = 0) -> Optional[dict]:
+    """``{profile: count}`` of MIG instances (profiles ``<G>g.<M>gb``)."""
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    out = {}
+    for prof, count in m.items():
+        if not isinstance(prof, str) or not MIG_PROFILE.match(prof):
+            e.add(f"{p}.{prof}", f"{prof!r} is not a MIG profile (<G>g.<M>gb, as in nvidia.com/mig-1g.10gb)")
+            continue
+        n = _number(count, f"{p}.{prof}", e, "count", integer=True)
+        if n is None:
+            continue
+        if n < minimum:
+            e.add(f"{p}.{prof}", f"must be at least {minimum}")
+            continue
+        out[prof] = int(n)
+    return out
 
 
 def _parse_topology_constraint(v: Any, p: str, e: _Collector) -> Optional[TopologyConstraint]:
@@ -903,6 +938,8 @@ def _node_ok(n: Node) -> bool:
         return False
     if type(n.unschedulable) is not bool or type(n.taints) is not list or type(n.external_pods) is not list:
         return False
+    if n.mig and not (type(n.mig) is dict and _roundtrip_equal(_node_dict(n), lambda d, pp, e: _parse_node(d, 0, e))):
+        return False
     if n.taints and not all(type(t) is Taint and type(t.key) is str and type(t.value) is str
                             and t.effect in TAINT_EFFECTS for t in n.taints):
         return False
@@ -957,6 +994,8 @@ def _task_ok(t: Task, subgroups: set) -> bool:
     u = t.usage
     if u is not None and not (type(u) is TaskUsage and _nonneg(u.gpu_memory_mib) and _nonneg(u.gpu_util)
                               and u.gpu_util <= 1):
+        return False
+    if t.mig and not (type(t.mig) is dict and _roundtrip_equal(_task_dict(t), lambda d, pp, e: _parse_task(d, "", 0, e))):
         return False
     c = t.constraints
     return c is None or (type(c) is PodConstraints and _roundtrip_equal(_constraints_dict(c), _parse_constraints))
@@ -1068,7 +1107,8 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
         out["config_maps"] = list(snap.config_maps)
     if snap.topologies:
         out["topologies"] = [_topology_dict(t) for t in snap.topologies]
-    if "topologies" in out or any("topology" in j for j in out["jobs"]):
+    if ("topologies" in out or any("topology" in j or any("mig" in t for t in j["tasks"]) for j in out["jobs"])
+            or any("mig" in n for n in out["nodes"])):
         out["version"] = 1.2
     elif _uses_v11(out):
         out["version"] = 1.1
@@ -1196,6 +1236,8 @@ def _node_dict(n: Node) -> dict:
                        for t in n.taints]
     if n.external_pods:
         d["external_pods"] = [_external_pod_dict(x) for x in n.external_pods]
+    if n.mig:
+        d["mig"] = dict(n.mig)
     return d
 
 
@@ -1270,6 +1312,8 @@ def _task_dict(t: Task) -> dict:
         d["constraints"] = _constraints_dict(t.constraints)
     if t.uid:
         d["uid"] = t.uid
+    if t.mig:
+        d["mig"] = dict(t.mig)
     return d
 
 

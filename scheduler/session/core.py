@@ -264,12 +264,32 @@ class Session:
                 self.group_ids.update(gs)
         self._build_whole_slots(node_arr, on_node, releasing)
         self._build_shared(node_arr, on_node, releasing)
+        self._build_mig(tasks, status, node)
         ns.refresh()
         self._build_jobs(snapshot, table)
         self._vec_cache: dict[int, np.ndarray] = {}
         self._cpu_l = self.cpu.tolist()
         self._mem_l = self.mem.tolist()
         self._gpu_l = self.gpu.tolist()
+
+    def _build_mig(self, tasks: list[Task], status: list[str], node: list[int]) -> None:
+        """MIG requests (``mig_req[i]`` = (instances per node profile, whether every profile exists on some node))
+        and the instances placed tasks hold."""
+        ns = self.nodes
+        self.mig_req: dict[int, tuple[np.ndarray, bool]] = {}
+        for i, t in enumerate(tasks):
+            if not t.mig:
+                continue
+            vec = np.zeros(len(ns.mig_profiles))
+            for prof, count in t.mig.items():
+                k = ns.mig_col.get(prof)
+                if k is not None:
+                    vec[k] = count
+            self.mig_req[i] = (vec, all(p in ns.mig_col for p in t.mig))
+            n = node[i]
+            if n >= 0 and status[i] in OCCUPIES_NODE:
+                ns.add_mig(n, vec, status[i], 1.0)
+        self._mig_nodes = bool(ns.mig_profiles)
 
     def _build_whole_slots(self, node_arr, on_node, releasing) -> None:
         ns = self.nodes
@@ -502,6 +522,8 @@ class Session:
             else:
                 self.nodes.remove(n, vec, status, shared, whole, owner=i)
                 self.predicates.remove(i, n)
+            if i in self.mig_req:
+                self.nodes.add_mig(n, self.mig_req[i][0], status, float(sign))
         q = self.job_queue[j]
         if status in COUNTS_IN_QUEUE and q >= 0:
             self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], float(sign))
@@ -520,6 +542,8 @@ class Session:
             else:
                 self.nodes.remove(sn, vec, "releasing", shared, whole, owner=i)
                 self.predicates.remove(i, sn)
+            if i in self.mig_req:
+                self.nodes.add_mig(sn, self.mig_req[i][0], "releasing", float(sign))
 
     def _shared_parts(self, i: int, n: int, indices: list) -> list[tuple[int, float]]:
         m = self._task_mem(i, n)
@@ -682,9 +706,18 @@ class Session:
                 local = local + np.where(ns.shared_gpu_in_use(rows), scores.GPU_SHARING, 0.0)
         elif k == KIND_WHOLE:
             need = float(self.gpu[i])
-            gpu_ok = fT[GPU] >= need
+            mig = self.mig_req.get(i)
+            if mig is not None:  # MIG instances of its profiles (KAI: scalar resources), not whole devices
+                gpu_ok = ((ns.mig_idle[rows] + ns.mig_rel[rows]) >= mig[0]).all(axis=1) & mig[1]
+                gpu_idle = (ns.mig_idle[rows] >= mig[0]).all(axis=1)
+            elif self._mig_nodes:  # whole devices: the GPUs beside the node's MIG instances
+                gpu_ok = fT[GPU] - ns.mig_eq_free[rows] >= need
+                gpu_idle = iT[GPU] - ns.mig_eq_idle[rows] >= need
+            else:
+                gpu_ok = fT[GPU] >= need
+                gpu_idle = iT[GPU] >= need
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
-            idle_fit = fits & base_idle & (iT[GPU] >= need)
+            idle_fit = fits & base_idle & gpu_idle
             local = self._gpu_local(fT[GPU], ns.gpus[rows])
         else:
             d = int(self.dev[i])
@@ -695,7 +728,8 @@ class Session:
             room = gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows] - task_mem[:, None]
             shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
             count = shared_fit.sum(axis=1)
-            gpu_ok = valid & (np.floor(fT[GPU]) + count >= d)
+            whole_free = fT[GPU] - ns.mig_eq_free[rows] if self._mig_nodes else fT[GPU]
+            gpu_ok = valid & (np.floor(whole_free) + count >= d)
             # KAI checkMaxPodsWithGpuGroupReservation: a new shared GPU also needs a slot for its reservation pod,
             # and KAI takes any group whose id is not a number for a new one (ids are UUIDs in practice), so a
             # shared request needs two free pod slots unless it fits an existing group with a numeric id.
@@ -705,7 +739,8 @@ class Session:
                 cap_ok = self._node_capacity_ok(i, task_mem, rows)
                 fits &= cap_ok
             # KAI's IsTaskAllocatable counts matching shared GPUs including their releasing memory.
-            idle_fit = fits & base_idle & valid & (np.floor(iT[GPU]) + count >= d)
+            whole_idle = iT[GPU] - ns.mig_eq_idle[rows] if self._mig_nodes else iT[GPU]
+            idle_fit = fits & base_idle & valid & (np.floor(whole_idle) + count >= d)
             local = self._gpu_local(fT[GPU], ns.gpus[rows])
             if self.config.placement.gpu == "binpack":
                 local = local + np.where(count > 0, scores.GPU_SHARING, 0.0)
@@ -757,8 +792,14 @@ class Session:
                 local += scores.GPU_SHARING
         else:
             need = self._gpu_l[i]
-            fits = fits and f0 >= need
-            idle = idle and i0 >= need
+            mig = self.mig_req.get(i) if self._mig_nodes or self.mig_req else None
+            if mig is not None:
+                fits = fits and mig[1] and bool(((ns.mig_idle[n] + ns.mig_rel[n]) >= mig[0]).all())
+                idle = idle and bool((ns.mig_idle[n] >= mig[0]).all())
+            else:
+                wf, wi = (f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])) if self._mig_nodes else (f0, i0)
+                fits = fits and wf >= need
+                idle = idle and wi >= need
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
                      float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
@@ -867,7 +908,8 @@ class Session:
             return int(np.argmax(np.where(fits, sc, -np.inf)))
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
-        if k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i):
+        if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
+                or i in self.mig_req):
             return self.best_node(i, self.fit(i), allowed, bonus)
         static = self.predicates.static(i)[0]
         key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),

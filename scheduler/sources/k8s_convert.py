@@ -214,6 +214,15 @@ def pod_requests(spec: dict) -> dict[str, float]:
     return total
 
 
+def mig_requested(requests: dict[str, float]) -> dict[str, int]:
+    """MIG instances requested by profile (``nvidia.com/mig-1g.10gb: 2`` → ``{"1g.10gb": 2}``)."""
+    out = {}
+    for name, value in requests.items():
+        if MIG_RESOURCE.match(name) and value > 0:
+            out[name[len("nvidia.com/mig-"):]] = int(value)
+    return out
+
+
 def gpu_devices_requested(requests: dict[str, float]) -> float:
     """Whole GPUs requested: ``nvidia.com/gpu`` plus MIG instances counted as G GPUs each (§e.6)."""
     total = requests.get(GPU_RESOURCE, 0.0)
@@ -237,10 +246,14 @@ def convert_node(obj: dict, warn: _Warnings) -> Node:
     gpus_exact = quantity(alloc.get(GPU_RESOURCE, 0), f"status.allocatable.{GPU_RESOURCE}")
     gpus = int(gpus_exact)
     mig = 0
+    instances: dict[str, int] = {}
     for res, value in alloc.items():
         m = MIG_RESOURCE.match(res)
         if m:
-            mig += int(m.group(1)) * int(quantity(value, f"status.allocatable.{res}"))
+            count = int(quantity(value, f"status.allocatable.{res}"))
+            mig += int(m.group(1)) * count
+            if count > 0:
+                instances[res[len("nvidia.com/mig-"):]] = count
     gpus += mig
     cpu_millis = quantity(alloc.get("cpu", 0), "status.allocatable.cpu") * 1000
     memory = quantity(alloc.get("memory", 0), "status.allocatable.memory")
@@ -271,7 +284,7 @@ def convert_node(obj: dict, warn: _Warnings) -> Node:
     kept = {k: v for k, v in labels.items() if k.startswith(NODE_LABEL_PREFIXES)}
     return Node(name=name, gpus=gpus, gpu_memory_mib=gpu_memory, cpu_millis=cpu_millis, memory_bytes=memory,
                 pods=pods, gpu_model=labels.get("nvidia.com/gpu.product") or None, labels=kept, ready=ready,
-                unschedulable=unschedulable, taints=taints)
+                unschedulable=unschedulable, taints=taints, mig=instances)
 
 
 # ---------------------------------------------------------------------------------------------- queues
@@ -1398,6 +1411,8 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
                 cpu_millis=pod.requests.get("cpu", 0.0) * 1000, memory_bytes=pod.requests.get("memory", 0.0),
                 status=status, node=node, creation_time=created, constraints=pod.constraints,
                 uid=uid if isinstance(uid, str) and uid else None)
+    if not pod.requests.get(GPU_RESOURCE) and gpu_mem is None:  # MIG instances only: placed per profile
+        task.mig = mig_requested(pod.requests)
     sg = pod.labels.get(LABEL_SUBGROUP)
     if sg:
         if sg in group.subgroup_names:

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..model import (ExternalPod, HostPort, Job, LabelSelector, Node, PodAffinityTerm, PodConstraints, Queue,
-                     SchedulerConfig, Snapshot, Task, Topology, has_gpu_memory_value)
+                     SchedulerConfig, Snapshot, Task, Topology, has_gpu_memory_value, mig_gpu_total)
 from ..snapshot_io import requirement_to_dict
 
 MEMBER = "snapshot.json"
@@ -191,7 +191,10 @@ def node_object(n: Node, time: float) -> dict:
     labels = {"kubernetes.io/hostname": n.name, **n.labels}
     alloc = {"cpu": _millis(n.cpu_millis), "memory": _bytes(n.memory_bytes), "pods": str(n.pods)}
     if n.gpus:
-        alloc["nvidia.com/gpu"] = str(n.gpus)
+        whole = n.gpus - mig_gpu_total(n.mig)  # MIG instances are their own resources
+        alloc["nvidia.com/gpu"] = str(whole)
+        for prof, count in sorted(n.mig.items()):
+            alloc[f"nvidia.com/mig-{prof}"] = str(count)
         labels["nvidia.com/gpu.count"] = str(n.gpus)
         labels["nvidia.com/gpu.present"] = "true"
         if has_gpu_memory_value(n.gpu_memory_mib):  # KAI's 100 MiB default stands for "no label"
@@ -394,7 +397,10 @@ def pod_group_object(job: Job, ns: str, uid: str) -> dict:
 def _requests(t: Task) -> tuple[dict, dict]:
     requests = {"cpu": _millis(t.cpu_millis), "memory": _bytes(t.memory_bytes)}
     limits = {}
-    if t.gpu_memory_mib is None and t.gpu >= 1:
+    if t.mig:
+        for prof, count in sorted(t.mig.items()):
+            requests[f"nvidia.com/mig-{prof}"] = limits[f"nvidia.com/mig-{prof}"] = str(count)
+    elif t.gpu_memory_mib is None and t.gpu >= 1:
         requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(int(t.gpu))
     return requests, limits
 
