@@ -114,3 +114,17 @@ def test_kai_zip_round_trip_keeps_profiles(tmp_path):
     task = back.job_map()["default/inf"].tasks[0]
     assert task.mig == {"1g.10gb": 1} and task.gpu == 1
     assert _where(run_session(back), "inf") == ["a100-mig"]
+
+
+def test_mig_strategy_labels_restrict_which_requests_a_mig_node_takes():
+    nodes = [dict(NODES[1], labels={"nvidia.com/mig.strategy": "mixed"}), NODES[2]]
+    doc = {"version": 1.2, "nodes": nodes, "queues": [{"name": "serve", "gpu": {"quota": -1}}],
+           "jobs": [_job("whole2", {"name": "w2-0", "gpu": 2}), _job("frac", {"name": "f-0", "gpu": 0.5}),
+                    _job("big", {"name": "big-0", "mig": {"3g.40gb": 1}})]}
+    r = run_session(snapshot_from_dict(doc))
+    # mixed: GPU requests other than MIG stay off the node although it has 2 whole GPUs free
+    assert _where(r, "whole2") == ["h100"] and _where(r, "frac") == ["h100"] and _where(r, "big") == ["a100-mixed"]
+    doc["nodes"] = [dict(NODES[1], labels={"nvidia.com/mig.strategy": "single"}), NODES[2]]
+    r = run_session(snapshot_from_dict(doc))
+    assert _where(r, "big") == [None]  # single: whole GPUs only
+    assert _where(r, "whole2") == ["a100-mixed"]

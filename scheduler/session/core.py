@@ -177,12 +177,12 @@ class Session:
         self._build_tasks(snapshot, tasks if tasks is not None else TaskTable.from_snapshot(snapshot))
         self._order_cache: dict[tuple, list] = {}
         self._topology = None  # TopologyIndex, built on first use
-        self._max_gpus = float(ns.gpus.max(initial=0))
+        self._max_gpus = float(ns.whole_gpus.max(initial=0))
         self._max_cpu = float(ns.allocatable[:, CPU].max(initial=0))
         self._gpu_one = getattr(self.gpu_strategy, "local_score_one", None)
         self._cpu_one = getattr(self.cpu_strategy, "local_score_one", None)
         self._node_ready = ns.ready.tolist()
-        self._node_gpus = ns.gpus.tolist()
+        self._node_gpus = ns.whole_gpus.tolist()
         self._node_cpu = ns.allocatable[:, CPU].tolist()
         self._node_cpu_only = ns.cpu_only.tolist()
         # gpusharingorder (bin-packing only) gives a task that fits an existing shared GPU its bonus; a CPU-only
@@ -707,18 +707,20 @@ class Session:
         elif k == KIND_WHOLE:
             need = float(self.gpu[i])
             mig = self.mig_req.get(i)
+            whole_free = self._whole_free(fT[GPU], rows)
             if mig is not None:  # MIG instances of its profiles (KAI: scalar resources), not whole devices
                 gpu_ok = ((ns.mig_idle[rows] + ns.mig_rel[rows]) >= mig[0]).all(axis=1) & mig[1]
                 gpu_idle = (ns.mig_idle[rows] >= mig[0]).all(axis=1)
-            elif self._mig_nodes:  # whole devices: the GPUs beside the node's MIG instances
-                gpu_ok = fT[GPU] - ns.mig_eq_free[rows] >= need
-                gpu_idle = iT[GPU] - ns.mig_eq_idle[rows] >= need
-            else:
-                gpu_ok = fT[GPU] >= need
-                gpu_idle = iT[GPU] >= need
+                if ns.mig_strategy:
+                    gpu_ok = gpu_ok & ~ns.mig_single[rows]
+            else:  # whole devices: the GPUs beside the node's MIG instances
+                gpu_ok = whole_free >= need
+                gpu_idle = iT[GPU] - ns.mig_eq_idle[rows] >= need if self._mig_nodes else iT[GPU] >= need
+                if ns.mig_strategy:
+                    gpu_ok = gpu_ok & ~ns.mig_mixed[rows]
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
             idle_fit = fits & base_idle & gpu_idle
-            local = self._gpu_local(fT[GPU], ns.gpus[rows])
+            local = self._gpu_local(whole_free, ns.whole_gpus[rows])
         else:
             d = int(self.dev[i])
             gmem = ns.gpu_mem[rows]
@@ -728,8 +730,10 @@ class Session:
             room = gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows] - task_mem[:, None]
             shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
             count = shared_fit.sum(axis=1)
-            whole_free = fT[GPU] - ns.mig_eq_free[rows] if self._mig_nodes else fT[GPU]
+            whole_free = self._whole_free(fT[GPU], rows)
             gpu_ok = valid & (np.floor(whole_free) + count >= d)
+            if ns.mig_strategy:
+                gpu_ok = gpu_ok & ~(ns.mig_mixed[rows] | ns.mig_single[rows])
             # KAI checkMaxPodsWithGpuGroupReservation: a new shared GPU also needs a slot for its reservation pod,
             # and KAI takes any group whose id is not a number for a new one (ids are UUIDs in practice), so a
             # shared request needs two free pod slots unless it fits an existing group with a numeric id.
@@ -741,7 +745,7 @@ class Session:
             # KAI's IsTaskAllocatable counts matching shared GPUs including their releasing memory.
             whole_idle = iT[GPU] - ns.mig_eq_idle[rows] if self._mig_nodes else iT[GPU]
             idle_fit = fits & base_idle & valid & (np.floor(whole_idle) + count >= d)
-            local = self._gpu_local(fT[GPU], ns.gpus[rows])
+            local = self._gpu_local(whole_free, ns.whole_gpus[rows])
             if self.config.placement.gpu == "binpack":
                 local = local + np.where(count > 0, scores.GPU_SHARING, 0.0)
         static, static_parts = self.predicates.static(i)
@@ -761,6 +765,10 @@ class Session:
         res = NodeFit(fits=fits, idle_fit=idle_fit, shared_fit=shared_fit, task_mem=task_mem, parts=parts)
         res.local = local
         return res
+
+    def _whole_free(self, free_gpu: np.ndarray, rows) -> np.ndarray:
+        """Idle + releasing whole GPUs of nodes ``rows``: KAI's GPU column, without MIG instances."""
+        return free_gpu - self.nodes.mig_eq_free[rows] if self._mig_nodes else free_gpu
 
     def _numeric_group_fit(self, shared_fit: np.ndarray, rows) -> np.ndarray:
         """Per node: the request fits an existing shared GPU whose group id is a number (KAI ``isNewGpuGroup``)."""
@@ -792,17 +800,19 @@ class Session:
                 local += scores.GPU_SHARING
         else:
             need = self._gpu_l[i]
-            mig = self.mig_req.get(i) if self._mig_nodes or self.mig_req else None
+            mig = self.mig_req.get(i) if self.mig_req else None
+            if self._mig_nodes:
+                f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])  # whole GPUs only
             if mig is not None:
-                fits = fits and mig[1] and bool(((ns.mig_idle[n] + ns.mig_rel[n]) >= mig[0]).all())
+                fits = fits and mig[1] and bool(((ns.mig_idle[n] + ns.mig_rel[n]) >= mig[0]).all()) \
+                    and not ns.mig_single[n]
                 idle = idle and bool((ns.mig_idle[n] >= mig[0]).all())
             else:
-                wf, wi = (f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])) if self._mig_nodes else (f0, i0)
-                fits = fits and wf >= need
-                idle = idle and wi >= need
+                fits = fits and f0 >= need and not ns.mig_mixed[n]
+                idle = idle and i0 >= need
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
-                     float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
+                     float(self._gpu_local(np.array([f0]), ns.whole_gpus[n:n + 1])[0]))
         if fits and self.predicates_apply:
             static = self.predicates.static(i)[0]
             if static is not None and not static[n]:
@@ -857,7 +867,8 @@ class Session:
             if task_score is not None:
                 score += task_score(self, i, fit)
             else:
-                score += self.gpu_strategy.score(ns.non_allocated(GPU), ns.gpus, ns.ready)
+                score += self.gpu_strategy.score(self._whole_free(ns.non_allocated(GPU), slice(None)), ns.whole_gpus,
+                                                 ns.ready)
         nom = self.nominated.get(i)
         if nom is not None:
             score[nom] += scores.NOMINATED_NODE

@@ -86,6 +86,16 @@ class NodeState:
         self.mig_eq_free = np.zeros(n)  # GPU-equivalents of idle + releasing MIG instances
         self.mig_eq_idle = np.zeros(n)
         self.refresh_mig()
+        # KAI: allocatable GPUs are nvidia.com/gpu only (MIG instances are scalar resources); a MIG node (label
+        # node-role.kubernetes.io/mig-enabled, or any instance) with nvidia.com/mig.strategy=mixed takes MIG
+        # requests only among GPU requests, one with strategy single whole-GPU requests only.
+        self.whole_gpus = self.gpus - self.mig_eq_idle
+        mig_node = np.array([nd.labels.get("node-role.kubernetes.io/mig-enabled", "").lower() == "true" or bool(nd.mig)
+                             for nd in nodes], dtype=bool)
+        strategy = [nd.labels.get("nvidia.com/mig.strategy") for nd in nodes]
+        self.mig_mixed = mig_node & np.array([s == "mixed" for s in strategy], dtype=bool)
+        self.mig_single = mig_node & np.array([s == "single" for s in strategy], dtype=bool)
+        self.mig_strategy = bool(self.mig_mixed.any() or self.mig_single.any())
         self.cpu_only = self.gpus == 0
         self.version = 0  # bumped on every change; lets callers cache per-state results
         self.change_log: list[int] = []  # node index of every change, in order (for incremental caches)
