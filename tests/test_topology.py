@@ -158,7 +158,9 @@ def test_plan_orders_domains_narrowest_level_first_and_fullest_first():
     assert p.domains == ["b.b1", "a.a1", "a.a2", "b", "a"]
     names = s.nodes.names
     assert [names[k] for k in np.nonzero(p.mask(0))[0]] == ["n5", "n6"]
-    assert p.bonus[names.index("n5")] == 3e5 and p.bonus[names.index("n3")] == 1e6
+    assert p.subset(0)[1] is None  # inside one preferred-level domain every node scores the same
+    bonus = p.subset(3)[1]           # zone b: racks ordered b1, a1, a2 -> 3, 6, 10 (× 100,000)
+    assert bonus[names.index("n5")] == 3e5 and bonus[names.index("n1")] == 6e5 and bonus[names.index("n3")] == 1e6
 
 
 def test_snapshot_12_round_trip_and_validation():

@@ -124,7 +124,7 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
     tries = 1 if plan is None else len(plan.candidates)
     for k in range(tries):
         stmt = Statement(session)
-        allowed, bonus = (None, None) if plan is None else (plan.mask(k), plan.bonus)
+        allowed, bonus = (None, None) if plan is None else plan.subset(k)
         failure = _place_chunk(session, stmt, j, tasks, allowed, bonus)
         if failure is None:
             break

@@ -171,7 +171,7 @@ def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]
     if plan is not None and plan.failure is not None:
         return False
     for k in range(1 if plan is None else len(plan.candidates)):
-        allowed, bonus = (None, None) if plan is None else (plan.mask(k), plan.bonus)
+        allowed, bonus = (None, None) if plan is None else plan.subset(k)
         cp = stmt.checkpoint()
         for i in tasks:
             n = session.best_node(i, allowed=allowed, bonus=bonus)

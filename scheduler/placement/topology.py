@@ -26,8 +26,9 @@ Facts from KAI (``pkg/scheduler/plugins/topology/``, commit d5bc503), paraphrase
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -49,14 +50,26 @@ class Plan:
     tree: Optional["TopologyTree"] = None
     candidates: list[tuple[int, int]] = field(default_factory=list)
     within: Optional[np.ndarray] = None
-    bonus: Optional[np.ndarray] = None
     failure: Optional[tuple[str, dict]] = None
+    preferred_level: Optional[int] = None
+    scores: Optional[Callable[[], np.ndarray]] = None  # the preferred level's node scores, computed on demand
+    _bonus: Optional[np.ndarray] = None
 
     def mask(self, k: int) -> np.ndarray:
         """Nodes of candidate ``k`` (bool over the session's nodes)."""
         lvl, d = self.candidates[k]
         rows = self.tree.member if lvl < 0 else self.tree.node_domain[lvl] == d
         return rows & self.within
+
+    def subset(self, k: int) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """Candidate ``k``'s nodes and the node scores to add there: none inside one preferred-level domain
+        (its nodes all score the same), the preferred level's order above it."""
+        lvl = self.candidates[k][0]
+        if self.scores is None or lvl == self.preferred_level:
+            return self.mask(k), None
+        if self._bonus is None:
+            self._bonus = self.scores()
+        return self.mask(k), self._bonus
 
     @property
     def domains(self) -> list[str]:
@@ -167,8 +180,9 @@ class _Tracked:
     placement only the nodes it touched are recomputed and their difference added to their domains (values are
     counts and requests, so the sums stay exact)."""
 
-    def __init__(self, tree: TopologyTree, compute):
+    def __init__(self, tree: TopologyTree, compute, compute_one=None):
         self.tree, self.compute = tree, compute  # compute(rows) -> (rows, columns)
+        self.compute_one = compute_one  # optional: compute(one node) -> list of columns, in plain Python
         self.pos = -1
         self.values: Optional[np.ndarray] = None
         self.table: Optional[np.ndarray] = None
@@ -187,7 +201,15 @@ class _Tracked:
         elif self.pos < len(log):
             member = tree.member
             rows = sorted(n for n in set(log[self.pos:]) if member[n])
-            if rows:
+            if len(rows) == 1 and self.compute_one is not None:  # the common case: one placement since
+                n = rows[0]
+                new_row = self.compute_one(n)
+                old = self.values[n].tolist()
+                delta = [a - b for a, b in zip(new_row, old)]
+                if any(delta):
+                    self.table[tree.rows_of[n]] += delta
+                    self.values[n] = new_row
+            elif rows:
                 new = self.compute(np.array(rows, dtype=np.int64))
                 for k, n in enumerate(rows):  # usually one node
                     self.table[tree.rows_of[n]] += new[k] - self.values[n]
@@ -205,11 +227,11 @@ class TopologyIndex:
         self.trees = {t.name: TopologyTree(t, labels) for t in session.snapshot.topologies}
         self._tracked: dict[tuple, _Tracked] = {}
 
-    def tracked(self, key: tuple, tree: TopologyTree, compute) -> _Tracked:
-        """The :class:`_Tracked` sums for ``key`` (made with ``compute`` on first use)."""
+    def tracked(self, key: tuple, tree: TopologyTree, compute, compute_one=None) -> _Tracked:
+        """The :class:`_Tracked` sums for ``key`` (made with ``compute`` / ``compute_one`` on first use)."""
         t = self._tracked.get(key)
         if t is None:
-            t = self._tracked[key] = _Tracked(tree, compute)
+            t = self._tracked[key] = _Tracked(tree, compute, compute_one)
         return t
 
 
@@ -256,6 +278,15 @@ def _accommodation(biggest: np.ndarray, free: np.ndarray, count: int) -> np.ndar
     return np.where((free >= biggest).all(axis=1), copies, 0.0)
 
 
+def _accommodation_one(biggest: list, free: list, count: int) -> float:
+    """:func:`_accommodation` for one node, in plain Python."""
+    if not any(b > 0 for b in biggest[:_RES]):
+        return float(count)
+    if any(f < b for f, b in zip(free, biggest)):
+        return 0.0
+    return float(max(min(math.floor(f / b) for f, b in zip(free, biggest) if b > 0), 0))
+
+
 def _ratio(total: np.ndarray, free: np.ndarray) -> np.ndarray:
     """KAI ``getJobRatioToFreeResources`` per domain: the largest request/free over GPU, CPU and memory."""
     cols = np.flatnonzero(total[:_RES] > 0)
@@ -300,14 +331,18 @@ def plan(session, j: int, tasks: list[int]) -> Optional[Plan]:
     count = len(tasks)
     index = session.topology_index()
     # domains' free resources: whole GPUs only (KAI: "ignore fractions")
-    free_sums = index.tracked(("free", topo.name), tree, lambda rows: session.nodes.free[rows]).get(session.nodes)
+    free = session.nodes.free
+    free_sums = index.tracked(("free", topo.name), tree, lambda rows: free[rows],
+                              lambda n: free[n].tolist()).get(session.nodes)
     pod_sums = None
     if _homogeneous(session, tasks):
         biggest = req.max(axis=0)
         fractional = 0 < biggest[0] < 1  # nodes' free parts of shared GPUs count for a fractional request
+        big = biggest.tolist()
         pod_sums = index.tracked(
-            ("pods", topo.name, tuple(biggest.tolist()), count), tree,
+            ("pods", topo.name, tuple(big), count), tree,
             lambda rows: _accommodation(biggest, _node_free(session, rows, fractional), count)[:, None],
+            None if fractional else (lambda n: [_accommodation_one(big, free[n].tolist(), count)]),
         ).get(session.nodes)
     low = pref_lvl if pref_lvl is not None else req_lvl  # the deepest level that matters
     top = req_lvl if req_lvl is not None else -1
@@ -335,14 +370,15 @@ def plan(session, j: int, tasks: list[int]) -> Optional[Plan]:
 
     pos = _bfs_positions(tree, [ratio[rows(lvl)] for lvl in range(low + 1)])
     within = tree.within(common_lvl, common_dom)
-    bonus = None
+    node_scores = None
     if pref_lvl is not None:
-        present = tree.present(pref_lvl, (common_lvl, common_dom))
-        order = np.argsort(pos[pref_lvl])
-        order = order[present[order]]
-        score = np.zeros(len(present) + 1)  # the last entry: nodes outside the topology
-        score[order] = np.floor((np.arange(len(order)) + 1) / len(order) * 10) * scores.TOPOLOGY
-        bonus = score[tree.node_domain[pref_lvl]]
+        def node_scores() -> np.ndarray:
+            present = tree.present(pref_lvl, (common_lvl, common_dom))
+            order = np.argsort(pos[pref_lvl])
+            order = order[present[order]]
+            score = np.zeros(len(present) + 1)  # the last entry: nodes outside the topology
+            score[order] = np.floor((np.arange(len(order)) + 1) / len(order) * 10) * scores.TOPOLOGY
+            return score[tree.node_domain[pref_lvl]]
 
     allowed_required = _domains_with_active_pods(session, j, tree, req_lvl) if req_lvl is not None else None
     candidates: list[tuple[int, int]] = []
@@ -361,7 +397,7 @@ def plan(session, j: int, tasks: list[int]) -> Optional[Plan]:
                 f"node-group {tree.names[top][d]} can allocate only {int(pods[d])} of {count} required pods"
                 for d in range(len(pods)) if not ok[d])
         return Plan(failure=(head, details))
-    return Plan(tree=tree, candidates=candidates, within=within, bonus=bonus)
+    return Plan(tree=tree, candidates=candidates, within=within, preferred_level=pref_lvl, scores=node_scores)
 
 
 def _largest(tree: TopologyTree, sums: tuple, lvl: int, total: np.ndarray, count: int) -> dict:
