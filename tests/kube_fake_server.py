@@ -44,6 +44,8 @@ RESOURCES: dict[str, tuple[str, str, str, str]] = {
                   "scheduling.run.ai"),
     "bindrequests": ("/apis/scheduling.run.ai/v1alpha2/bindrequests", "scheduling.run.ai/v1alpha2",
                      "BindRequestList", "scheduling.run.ai"),
+    "topologies": ("/apis/kai.scheduler/v1alpha1/topologies", "kai.scheduler/v1alpha1", "TopologyList",
+                   "kai.scheduler"),
 }
 PATHS = {path: name for name, (path, *_rest) in RESOURCES.items()}
 

@@ -283,3 +283,29 @@ def test_forbidden_watch_after_a_list_keeps_the_data_and_relists_with_backoff(se
         wait_for(lambda: src.status().resources["queues"].state == "ok", message="watch allowed again")
     finally:
         src.stop()
+
+
+def test_topologies_and_podgroup_topology_constraints_are_read(server, source):
+    from kai_objects import pod_group
+
+    topo = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+            "metadata": {"name": "net", "uid": "t-1", "resourceVersion": "1"},
+            "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone", "alias": "zone"},
+                                {"nodeLabel": "example.com/rack", "alias": "rack"}]}}
+    server.add("topologies", topo)
+    for name, rack in (("h100-0", "r1"), ("h100-1", "r2")):
+        obj = node(name)
+        obj["metadata"]["labels"].update({"topology.kubernetes.io/zone": "a", "example.com/rack": rack})
+        server.modify("nodes", obj)
+    server.add("podgroups", pod_group("pg-racked", "llm", queue="llm",
+                                      topologyConstraint={"topology": "net", "requiredTopologyLevel": "rack"}))
+    server.add("pods", pod("racked-0", "llm", gpu=1, queue="llm", pod_group="pg-racked"))
+    source.start()
+    assert source.wait_until_synced(10)
+    snap = wait_for(lambda: (s := source.snapshot()).topologies and "llm/pg-racked" in s.job_map() and s,
+                    message="the topology and the constrained job")
+    assert source.status().resources["topologies"].state == "ok"
+    assert [lv.node_label for lv in snap.topologies[0].levels] == ["topology.kubernetes.io/zone", "example.com/rack"]
+    assert snap.job_map()["llm/pg-racked"].topology.required_level == "rack"
+    assert snap.node_map()["h100-1"].labels["example.com/rack"] == "r2"  # kept: a level of a topology reads it
+    validate(snap)

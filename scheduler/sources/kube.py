@@ -75,6 +75,7 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("podgroups", "podgroups.scheduling.run.ai", _custom("scheduling.run.ai", "v2alpha2", "podgroups")),
     ResourceType("bindrequests", "bindrequests.scheduling.run.ai",
                  _custom("scheduling.run.ai", "v1alpha2", "bindrequests")),
+    ResourceType("topologies", "topologies.kai.scheduler", _custom("kai.scheduler", "v1alpha1", "topologies")),
 )
 """Everything kube mode reads; the shipped RBAC grants get/list/watch on exactly these."""
 
