@@ -175,7 +175,9 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
         if hasattr(result, "tasks"):
             fields["tasks"] = {k: v for k, v in result.tasks.items() if k in task_names}
         if hasattr(result, "evicted"):
-            fields["evicted"] = [e for e in result.evicted if e.job in job_keys]
+            fields["evicted"] = [e if not e.preemptor or e.preemptor in job_keys else
+                                 dataclasses.replace(e, preemptor=HIDDEN_JOB, message=HIDDEN_CAUSE)
+                                 for e in result.evicted if e.job in job_keys]
         result = dataclasses.replace(result, **fields) if dataclasses.is_dataclass(result) else None
     else:
         job_keys = {j.key for j in snapshot.jobs}
@@ -193,6 +195,9 @@ def scope_snapshot(snap, visible: frozenset):
 
 
 HIDDEN_FRAME_COLUMNS = ("task", "pod", "namespace", "job", "queue", "dcgm_pod")
+HIDDEN_JOB = "a job of a queue you cannot see"
+HIDDEN_CAUSE = "evicted for a job of a queue you cannot see"
+HIDDEN_EVIDENCE = "flag raised; its evidence names pods of a queue you cannot see"
 
 
 def scope_gpu_frame(frame: Optional[pd.DataFrame], visible: frozenset) -> Optional[pd.DataFrame]:
@@ -204,6 +209,16 @@ def scope_gpu_frame(frame: Optional[pd.DataFrame], visible: frozenset) -> Option
     if "dcgm_pod" in shown:       # a visible slice's GPU may credit another queue's pod (shared GPU)
         mine = set(frame.loc[~other & frame["pod"].notna(), "pod"]) if "pod" in frame else set()
         shown.loc[~shown["dcgm_pod"].isin(mine), "dcgm_pod"] = None
+    if "evidence" in shown and other.any():   # evidence sentences name pods: hide any naming a hidden one
+        names = {str(v) for c in ("task", "pod", "job") if c in frame for v in frame.loc[other, c].dropna()}
+        if names:
+            leaks = shown["evidence"].fillna("").map(lambda e: bool(e) and any(n in e for n in names))
+            shown.loc[leaks, "evidence"] = HIDDEN_EVIDENCE
+        if "dcgm_pod" in frame:                # a free GPU's DCGM pod named in its evidence
+            credited = frame.loc[frame["queue"].isna(), "dcgm_pod"].dropna()
+            unseen = {str(p) for p in credited} - set(shown["dcgm_pod"].dropna())
+            leaks = shown["evidence"].fillna("").map(lambda e: bool(e) and any(p in e for p in unseen))
+            shown.loc[leaks, "evidence"] = HIDDEN_EVIDENCE
     return shown.reset_index(drop=True)
 
 

@@ -215,8 +215,8 @@ class LiveLoop:
                 return None
             session_ms = (_time.perf_counter() - started) * 1000
             explanations, note = self._explain(snapshot, result)
-            scheduled = getattr(result, "snapshot", None) or snapshot
-            gpu_frame, metrics_status = self.metrics.frame(scheduled)
+            # devices as observed (the source's snapshot and DCGM), never the session's invented placements
+            gpu_frame, metrics_status = self.metrics.frame(snapshot)
             duration_ms = (_time.perf_counter() - started) * 1000
             tick = Tick(index=self._index, wall_time=_time.time(), snapshot=snapshot, result=result,
                         gpu_frame=gpu_frame, explanations=explanations, duration_ms=duration_ms)

@@ -20,7 +20,8 @@ from ..models import ViewModel
 from .base import View
 
 TABLES: dict[str, Callable] = {"queues": lambda t: M.queue_table(t, "gpu"), "jobs": M.jobs_table,
-                               "pending": M.pending_table, "gpus": M.gpu_table, "gpu_slices": M.slices_table}
+                               "pending": M.pending_table, "gpus": M.gpu_table, "gpu_slices": M.slices_table,
+                               "next_cycle": M.overlay_table}   # what KAI would do: apart from the observed
 
 
 def load_uploaded(filename: str, data: bytes):
