@@ -38,6 +38,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 import pandas as pd
 
 from scheduler.errors import SourceError
+from scheduler.scoping import HIDDEN_JOB, Redactor
 
 from .state import HistoryRecord, LiveState, Tick, TickHistory
 
@@ -160,6 +161,7 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
     if tick is None or granted == ALL:
         return tick
     visible = expand(granted, tick.scheduled.queues) or frozenset()
+    redact = Redactor(tick.scheduled, visible)   # names of hidden queues, jobs, pods in what is left
     snapshot = scope_snapshot(tick.snapshot, visible)
     result = tick.result
     if result is not None:
@@ -171,17 +173,17 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
             if hasattr(result, name):
                 fields[name] = {k: v for k, v in getattr(result, name).items() if k in keep}
         if hasattr(result, "jobs"):
-            fields["jobs"] = {k: v for k, v in result.jobs.items() if k in job_keys}
+            fields["jobs"] = {k: redact.value(v) for k, v in result.jobs.items() if k in job_keys}
         if hasattr(result, "tasks"):
             fields["tasks"] = {k: v for k, v in result.tasks.items() if k in task_names}
         if hasattr(result, "evicted"):
-            fields["evicted"] = [e if not e.preemptor or e.preemptor in job_keys else
+            fields["evicted"] = [redact.value(e) if not e.preemptor or e.preemptor in job_keys else
                                  dataclasses.replace(e, preemptor=HIDDEN_JOB, message=HIDDEN_CAUSE)
                                  for e in result.evicted if e.job in job_keys]
         result = dataclasses.replace(result, **fields) if dataclasses.is_dataclass(result) else None
     else:
         job_keys = {j.key for j in snapshot.jobs}
-    explanations = {k: v for k, v in (tick.explanations or {}).items() if k in job_keys}
+    explanations = {k: redact.explanation(v) for k, v in (tick.explanations or {}).items() if k in job_keys}
     return dataclasses.replace(tick, snapshot=snapshot, result=result, explanations=explanations,
                                gpu_frame=scope_gpu_frame(tick.gpu_frame, visible))
 
@@ -195,7 +197,6 @@ def scope_snapshot(snap, visible: frozenset):
 
 
 HIDDEN_FRAME_COLUMNS = ("task", "pod", "namespace", "job", "queue", "dcgm_pod")
-HIDDEN_JOB = "a job of a queue you cannot see"
 HIDDEN_CAUSE = "evicted for a job of a queue you cannot see"
 HIDDEN_EVIDENCE = "flag raised; its evidence names pods of a queue you cannot see"
 
