@@ -324,6 +324,70 @@ def configure_access(access: Optional[AccessMap]) -> None:
     import panel as pn
 
     pn.config.authorize_callback = access.authorize if access is not None else None
+    if access is not None:
+        _guard_websocket()
+
+
+def _websocket_user_info(handler) -> dict:
+    """The login behind a websocket handshake, from the same signed cookies Panel reads in a session."""
+    from panel.config import config
+    from panel.io.state import state
+    from panel.util import decode_token
+    from tornado.web import decode_signed_value
+
+    info: dict = {}
+    raw = handler.get_cookie("id_token")
+    if raw:
+        value = decode_signed_value(config.cookie_secret, "id_token", raw)
+        if value is not None:
+            try:
+                info.update(decode_token(state._decrypt_cookie(value)))
+            except Exception:  # noqa: BLE001 — an unreadable token adds nothing; the user name still counts
+                pass
+    user = handler.current_user
+    if isinstance(user, bytes):
+        user = user.decode("utf-8", "replace")
+    if user and "user" not in info:
+        info["user"] = user
+    return info
+
+
+def websocket_refused(handler) -> bool:
+    """Whether the access map refuses the login opening this websocket (Panel checks the page only)."""
+    if _ACCESS is None or handler.current_user is None:
+        return False
+    return not _ACCESS.authorize(_websocket_user_info(handler))
+
+
+def _guard_websocket() -> None:
+    """Refuse the ``/ws`` handshake of a login the access map refuses: Bokeh builds a session for any
+    authenticated websocket carrying a session token (unsigned by default), so without this a refused user
+    could open a live session by hand. Installed once on Panel's ``WSHandler``."""
+    from panel.io.server import WSHandler
+
+    if getattr(WSHandler, "_kaidash_guarded", False):
+        return
+    original = WSHandler.prepare
+
+    async def prepare(self):
+        await original(self)
+        if not self._finished and websocket_refused(self):
+            log.warning("refused a websocket session for %r: no grant in the access map", self.current_user)
+            self.set_status(403)
+            self.finish()
+
+    WSHandler.prepare = prepare
+    WSHandler._kaidash_guarded = True
+
+
+def _session_user() -> tuple[Optional[str], list[str], dict]:
+    import panel as pn
+
+    info = dict(pn.state.user_info or {})
+    if pn.state.user and "user" not in info:
+        info["user"] = pn.state.user
+    user, groups = user_and_groups(info)
+    return user, groups, info
 
 
 def session_state(base: LiveState) -> tuple[LiveState, bool]:
@@ -336,10 +400,7 @@ def session_state(base: LiveState) -> tuple[LiveState, bool]:
         return base, True
     import panel as pn
 
-    info = dict(pn.state.user_info or {})
-    if pn.state.user and "user" not in info:
-        info["user"] = pn.state.user
-    user, groups = user_and_groups(info)
+    user, groups, _ = _session_user()
     granted = _ACCESS.grant(user, groups)
     if granted == ALL:
         return base, True
