@@ -380,6 +380,11 @@ def _guard_websocket() -> None:
     WSHandler._kaidash_guarded = True
 
 
+def may_import(state: Any) -> bool:
+    """Whether a session's user may import a snapshot: not one scoped to some queues (checked before parsing)."""
+    return not isinstance(state, ScopedState)
+
+
 def _session_user() -> tuple[Optional[str], list[str], dict]:
     import panel as pn
 

@@ -237,3 +237,25 @@ def test_overlay_of_a_scoped_tick_names_no_hidden_preemptor():
     assert set(scoped["queue"]) == {"t1"} and set(scoped["action"]) == {"evict"}
     assert not scoped["text"].str.contains("t2").any()
     assert scoped["cause"].str.contains("a queue you cannot see").all()
+
+
+def test_a_restricted_users_upload_is_refused_before_anything_is_parsed(state, monkeypatch):
+    from dashboard.auth import ScopedState
+    from dashboard.views import snapshot as snapshot_view
+
+    parsed = []
+    def spy(*args):
+        parsed.append(args)
+        raise ValueError("parsed")          # stop there: only whether parsing was reached matters
+    monkeypatch.setattr(snapshot_view, "load_uploaded", spy)
+    scoped = ScopedState(state, frozenset({"b"}))
+    view = snapshot_view.SnapshotView(scoped)
+    assert view.upload.disabled
+    assert view.import_file("cluster.yaml", b"version: 1\nnodes: []\n") is False
+    assert parsed == [] and 'data-import="refused"' in view.message.object
+    assert scoped.tick is not None and {q.name for q in scoped.tick.snapshot.queues} == {"b"}   # unchanged
+    full = snapshot_view.SnapshotView(state)                      # a user with every queue may import
+    assert not full.upload.disabled
+    assert full.import_file("cluster.yaml", b"version: 1\nnodes: []\n") is False
+    assert len(parsed) == 1
+    scoped.detach()
