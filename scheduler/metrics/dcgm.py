@@ -169,8 +169,12 @@ def _pod_devices(samples: pd.DataFrame) -> dict[tuple[str, str, str], list[int]]
     own = samples[samples["has_pod"] & ~samples["is_reservation"]]
     if own.empty:
         return {}
-    pairs = own[["node", "namespace", "pod", "gpu_index"]].drop_duplicates()
-    return {k: sorted(map(int, g)) for k, g in pairs.groupby(["node", "namespace", "pod"], sort=False)["gpu_index"]}
+    pairs = own[["node", "namespace", "pod", "gpu_index"]].drop_duplicates().sort_values("gpu_index", kind="stable")
+    out: dict[tuple[str, str, str], list[int]] = {}
+    for key in zip(pairs["node"].tolist(), pairs["namespace"].tolist(), pairs["pod"].tolist(),
+                   pairs["gpu_index"].tolist()):
+        out.setdefault(key[:3], []).append(int(key[3]))
+    return out
 
 
 def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Optional[dict[GpuKey, float]] = None,
