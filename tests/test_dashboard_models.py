@@ -153,7 +153,7 @@ def test_gpu_slices_place_whole_gpu_jobs_on_their_devices(state):
     ov = m.overlay()
     b = ov[ov["job"] == "b-serve"]
     assert list(b["node"]) == ["n1", "n1"] and set(b["action"]) == {"bind"}
-    assert b["text"].iloc[0].startswith("KAI would bind b-serve-0 to n1 GPU ")
+    assert b["text"].iloc[0] == "KAI would bind b-serve-0 to n1 (2 GPUs; the device plugin picks which)"
     g = m.gpus()
     assert len(g) == 8
     assert g["allocated"].sum() == 4

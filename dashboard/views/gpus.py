@@ -104,15 +104,24 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
 
 
 def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str]) -> dict:
-    """Dashed cells for the devices the session would bind or pipeline pods on (``scheduler.overlay``)."""
-    rows = overlay[(overlay["action"] != "evict") & (overlay["gpu_index"] >= 0) & overlay["node"].isin(nodes)]
+    """Dashed outlines for the engine's next-cycle binds (``scheduler.overlay``): around the device when it is
+    known (a pod joining an observed GPU group), else around the node (the device plugin picks the GPUs)."""
+    rows = overlay[(overlay["action"] != "evict") & overlay["node"].isin(nodes)]
     if not len(rows):
         return {k: [] for k in ("x0", "x1", "y0", "y1", "text")}
     g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
     pos, _, _ = grid_positions(nodes, g_max)
-    x = rows["node"].map(lambda n: pos[n][0]).to_numpy(float) + rows["gpu_index"].to_numpy(float)
-    y = rows["node"].map(lambda n: pos[n][1]).to_numpy(float)
-    return {"x0": x + 0.02, "x1": x + 0.98, "y0": y - 0.04, "y1": y + 1.04, "text": rows["text"].to_numpy(object)}
+    dev = rows[rows["gpu_index"] >= 0]
+    per_node = rows[rows["gpu_index"] < 0].drop_duplicates("task").groupby("node", sort=False)["text"].agg(
+        lambda t: "; ".join(t))
+    x = dev["node"].map(lambda n: pos[n][0]).to_numpy(float) + dev["gpu_index"].to_numpy(float)
+    y = dev["node"].map(lambda n: pos[n][1]).to_numpy(float)
+    width = (gpus.groupby("node")["gpu_index"].max() + 1).reindex(per_node.index).fillna(g_max).to_numpy(float)
+    nx = np.array([pos[n][0] for n in per_node.index], dtype=float)
+    ny = np.array([pos[n][1] for n in per_node.index], dtype=float)
+    return {"x0": np.concatenate([x + 0.02, nx - 0.02]), "x1": np.concatenate([x + 0.98, nx + width + 0.02]),
+            "y0": np.concatenate([y - 0.04, ny - 0.1]), "y1": np.concatenate([y + 1.04, ny + 1.1]),
+            "text": np.concatenate([dev["text"].to_numpy(object), per_node.to_numpy(object)])}
 
 
 class GpusView(View):
@@ -268,8 +277,9 @@ class GpusView(View):
             f'cell = one GPU, filled bottom-up by its slices; hatched = releasing; '
             f'<span style="color:{OVER_SHARE}">red outline</span> = a pod over its memory share; '
             f'<span style="color:{IDLE}">yellow outline</span> = allocated but idle; '
-            f'<span style="color:{WOULD}">dashed outline</span> = KAI would bind there next cycle '
-            f'({len(ov["x0"])} device(s) on this page; not yet the cluster)</div>')
+            f'<span style="color:{WOULD}">dashed outline</span> = KAI would bind there next cycle (around a GPU '
+            f'when its device is known, else around the node; {len(ov["x0"])} on this page; not yet the '
+            f'cluster)</div>')
         if m.colour_by == "queue":
             present = sorted(set(slices["queue"])) if len(slices) else []
             self.legend.object = " ".join(
