@@ -198,15 +198,21 @@ def _eta():
     return EtaReport(float(SNAP_TIME), {"vision-sweep": sweep}, {}, 5, 100, 2500.0, 28800.0, made_at=1767225590.0)
 
 
-def test_wait_eta_and_cost_series(result):
+def costs_and_ledger(snap, frame):
+    """Cost rates of ``snap`` and a ledger holding the hour before the snapshot."""
     from scheduler.cost import CostLedger, cost_rates
 
-    snap = result.snapshot
-    frame = gpu_frame(snap)
     costs = cost_rates(snap, gpu_frame=frame)
     ledger = CostLedger(max_gap_s=3600)
     ledger.add(costs, at=SNAP_TIME - 3600)
     ledger.add(costs, at=SNAP_TIME)
+    return costs, ledger
+
+
+def test_wait_eta_and_cost_series(result):
+    snap = result.snapshot
+    frame = gpu_frame(snap)
+    costs, ledger = costs_and_ledger(snap, frame)
     m = KaidashMetrics()
     m.update(result, frame, history=_history(), eta=_eta(), costs=costs, ledger=ledger, now=1767225601.0)
     p = parse(m)

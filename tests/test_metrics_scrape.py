@@ -21,7 +21,7 @@ from dashboard.server import MetricsHandler
 from metrics_scenario import metrics_snapshot
 from prometheus_fixture import PrometheusServer, free_port, scrape_config, wait_for
 from scheduler.metrics.own import KaidashMetrics
-from test_metrics_own import SNAP_TIME, _eta, _history, gpu_frame
+from test_metrics_own import SNAP_TIME, _eta, _history, costs_and_ledger, gpu_frame
 
 pytestmark = pytest.mark.prometheus
 
@@ -81,7 +81,6 @@ def test_docs_table_is_read():
 
 
 def test_every_documented_series_reaches_prometheus(tmp_path):
-    from scheduler.cost import CostLedger, cost_rates
     from scheduler.decisions import JobDecision, ScheduleResult
 
     snap = metrics_snapshot()
@@ -90,10 +89,7 @@ def test_every_documented_series_reaches_prometheus(tmp_path):
                             timings_ms={"allocate": 4.0}, snapshot=snap,
                             queue_stats={"llm": {"gpu": {"allocated": 12.0, "requested": 12.0}}})
     frame = gpu_frame(snap)
-    costs = cost_rates(snap, gpu_frame=frame)
-    ledger = CostLedger(max_gap_s=3600)
-    ledger.add(costs, at=SNAP_TIME - 3600)
-    ledger.add(costs, at=SNAP_TIME)
+    costs, ledger = costs_and_ledger(snap, frame)
     metrics = KaidashMetrics()
     metrics.update(result, frame, observed=snap, sources={"kube": {"snapshot": True}, "dcgm": {"gpu_metrics": True}},
                    gpu_metrics_age_s=3.0, history=_history(), eta=_eta(), costs=costs, ledger=ledger,
