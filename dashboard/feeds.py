@@ -99,13 +99,15 @@ class SimFeed(Feed):
     static = False
 
     def __init__(self, snapshot: Snapshot, arrivals: Optional[list] = None, step_s: float = 30.0,
-                 label: str = "simulated cluster", refill: Optional[Callable[[int], list]] = None):
+                 label: str = "simulated cluster", refill: Optional[Callable[[int], list]] = None,
+                 usage: Optional[Callable] = None):
         from scheduler.simulate import Simulator
 
         super().__init__(snapshot, label)
         self.step_s = step_s
         self.refill = refill
         self.refills = 0
+        self.usage = usage
         self._horizon = max((_offset(a) for a in arrivals or []), default=0.0)
         self._schedule: Optional[Schedule] = None
         self._input: Optional[Snapshot] = None
@@ -126,12 +128,23 @@ class SimFeed(Feed):
         result = step.result
         if result is None:
             raise SourceError("the simulator ran no session")
+        self._give_usage(step.snapshot)
         scheduled = step.snapshot.copy()
         result = dataclasses.replace(result, snapshot=scheduled)
         return (self._input if self._input is not None else scheduled), result
 
     def snapshot(self) -> Snapshot:
         return self.sim.snapshot
+
+    def _give_usage(self, snap: Snapshot) -> None:
+        """Pods that started since the last tick get their real usage (the scenario's model), so jobs that
+        arrived later are not all read as idle allocations."""
+        if self.usage is None:
+            return
+        nodes = snap.node_map()
+        for job, t in snap.iter_tasks():
+            if t.usage is None and t.node in nodes and t.is_gpu and t.status in ("running", "binding"):
+                t.usage = self.usage(job, t, nodes[t.node])
 
     def _maybe_refill(self) -> None:
         """A dashboard runs for days: when the scenario's arrivals run out, queue the next batch."""
@@ -183,7 +196,7 @@ def make_feed(options: SourceOptions) -> Feed:
     if options.source == "trace":
         return _trace_feed(options, step)
     try:
-        from scheduler.sources.synthetic import generate_scenario
+        from scheduler.sources.synthetic import generate_scenario, usage_for
     except ImportError as exc:
         raise SourceError(f"the synthetic scenario generator is not available ({exc}); "
                           "start with --snapshot FILE instead") from exc
@@ -193,7 +206,8 @@ def make_feed(options: SourceOptions) -> Feed:
         more = generate_scenario(seed=options.seed + k, nodes=options.nodes)
         return [(a.offset_s, _renamed(a.job, f"-r{k}")) for a in more.arrivals]
 
-    return SimFeed(scenario.snapshot, list(scenario.arrivals), step_s=step, label=options.label(), refill=refill)
+    return SimFeed(scenario.snapshot, list(scenario.arrivals), step_s=step, label=options.label(), refill=refill,
+                   usage=usage_for)
 
 
 def _trace_feed(options: SourceOptions, step: float) -> Feed:

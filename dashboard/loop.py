@@ -158,7 +158,7 @@ class LiveLoop:
     """Runs ticks on a daemon thread and publishes them on ``state``."""
 
     def __init__(self, options: Optional[SourceOptions] = None, state: Optional[LiveState] = None,
-                 feed: Optional[Feed] = None):
+                 feed: Optional[Feed] = None, publish_metrics: bool = True):
         self.options = options or SourceOptions()
         self.state = state or LiveState(period_s=self.options.period_s)
         self.state.period_s = self.options.period_s
@@ -175,7 +175,7 @@ class LiveLoop:
         self.explain_budget_ms = 40.0
         self.explain_ttl_ticks = 30
         self._explained: dict[str, tuple[int, Any]] = {}
-        self.own_metrics = _own_metrics()
+        self.own_metrics = _own_metrics() if publish_metrics else None   # a session's private loop serves none
         label = feed.label if feed is not None else self.options.label()
         self.state.reset(feed.kind if feed is not None else self.options.source, label)
 

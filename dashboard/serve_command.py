@@ -43,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
     from .auth import access_map_from, configure_access, serve_kwargs
 
+    from .quiet_log import quiet_closed_sessions
+
+    quiet_closed_sessions()                    # a closed browser tab is not an error (dashboard/quiet_log.py)
     auth = serve_kwargs(args)                  # Panel's basic auth / OAuth options (dashboard/auth.py)
     configure_access(access_map_from(args))    # optional per-user queue scopes
     configure_panel()

@@ -241,6 +241,9 @@ class LiveState(param.Parameterized):
     last_tick_wall = param.Number(default=None, allow_None=True, doc="wall time of the last good tick")
     period_s = param.Number(default=2.0, bounds=(0.05, None))
     errors_total = param.Integer(default=0)
+    announcement = param.Dict(default=None, allow_None=True,
+                              doc="the last change of the shared source: {id, text, by, wall_time}; every session "
+                                  "shows it")
 
     def __init__(self, history: Optional[TickHistory] = None, **params):
         super().__init__(**params)
@@ -273,6 +276,14 @@ class LiveState(param.Parameterized):
             self.param.update(tick=None, error="", stale_since=None, last_tick_wall=None,
                               source_status="starting", source_kind=source_kind, source_label=source_label,
                               source_detail="", revision=self.revision + 1)
+
+    def announce(self, text: str, by: str = "", when: Optional[float] = None) -> dict:
+        """Tell every session something changed for all of them (the shared source was switched)."""
+        with self._lock:
+            prev = self.announcement["id"] if self.announcement else 0
+            note = {"id": prev + 1, "text": text, "by": by, "wall_time": _time.time() if when is None else when}
+            self.param.update(announcement=note, revision=self.revision + 1)
+        return note
 
     # ------------------------------------------------------------------------------------ readers
 

@@ -9,16 +9,24 @@ import json
 import pandas as pd
 import panel as pn
 
-from ..frames import format_duration
+from .. import display
 from ..models import PendingModel
 from .base import View
-from .common import badge, fmt, number_formatters, table
+from .common import badge, keyed, number_formatters, table, update_table
 
-COLUMNS = ["job", "queue", "priority", "pending_tasks", "gpus_requested", "wait", "reason", "counterfactual",
-           "message"]
-REASON_COLOURS = {"OverLimit": "#e15759", "NonPreemptibleOverQuota": "#f28e2b", "PreemptionDelayNotElapsed": "#b07aa1",
-                  "QueueDoesNotExist": "#9c755f", "NotEnoughResources": "#4e79a7", "PodSchedulingErrors": "#4e79a7",
-                  "OverCapacity": "#76b7b2", "NotReadyForScheduling": "#8c8c8c", "Pipelined": "#59a14f"}
+COLUMNS = ["job", "queue", "wait", "gpus_requested", "reason", "counterfactual", "message"]
+TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait": "waiting", "counterfactual": "would start if",
+          "message": "scheduler's message"}
+TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested": "GPUs the pending tasks request",
+            "wait": "time since the job was created", "reason": "KAI's reason code for the last decision",
+            "counterfactual": "the smallest change found that would start it (why-pending search); expand the row "
+                              "or click it for the full text",
+            "message": "the scheduler's own message; expand the row or click it for the full text"}
+REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", "PreemptionDelayNotElapsed": "#7e22ce",
+                  "QueueDoesNotExist": "#854d0e", "NotEnoughResources": "#1d4ed8", "PodSchedulingErrors": "#1d4ed8",
+                  "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d"}
+"""Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
+NOT_YET = "not explained yet (a few waiting jobs are explained per tick)"
 
 
 def _details_html(details) -> str:
@@ -34,7 +42,8 @@ def _details_html(details) -> str:
 
 
 class PendingView(View):
-    """Waiting jobs, longest wait first, filterable by queue and reason; expand a row for the numbers."""
+    """Waiting jobs, longest wait first, filterable by queue and reason; expand a row for the numbers. Rows are
+    keyed by job, so expanded rows and the scroll position survive new ticks."""
 
     model_class = PendingModel
     title = "Pending"
@@ -43,17 +52,16 @@ class PendingView(View):
         m = self.model
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
         self.queue = pn.widgets.Select(name="Queue", options=[""], width=180)
-        self.reason = pn.widgets.Select(name="Reason", options=[""], width=220)
+        self.reason = pn.widgets.Select(name="Reason", options=[""], width=240)
         self.queue.param.watch(lambda e: setattr(m, "queue", e.new or ""), "value")
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
-        self.table = table(pd.DataFrame(columns=COLUMNS), height=480,
-                           formatters={**number_formatters(["gpus_requested"]),
-                                       "counterfactual": {"type": "textarea"}, "message": {"type": "textarea"}},
-                           name="pending-table",
-                           titles={"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait": "waiting"},
-                           widths={"message": 420, "counterfactual": 380}, selectable=1,
-                           row_content=self._row_detail, embed_content=False)
+        self.table = table(pd.DataFrame(columns=COLUMNS), height=None, max_height=460,
+                           formatters={**number_formatters(["gpus_requested"])}, name="pending-table",
+                           titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
+                           widths={"job": 210, "queue": 90, "wait": 76, "gpus_requested": 60, "reason": 150},
+                           selectable=1, row_content=self._row_detail, embed_content=False,
+                           empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
         self.detail = pn.pane.HTML("", sizing_mode="stretch_width")
         return pn.Column(self.summary, pn.Row(self.queue, self.reason), self.table,
@@ -67,7 +75,7 @@ class PendingView(View):
     def _on_click(self, event) -> None:
         df = self.table.value
         if 0 <= event.row < len(df):
-            self.selection.job = df.iloc[event.row]["job"]
+            self.selection.job = str(df.index[event.row])
             self.detail.object = self._explain(self.selection.job)
 
     def _explain(self, job: str) -> str:
@@ -83,13 +91,14 @@ class PendingView(View):
         extra = getattr(exp, "numbers", None) if exp is not None and not isinstance(exp, dict) else (
             exp.get("numbers") if isinstance(exp, dict) else None)
         reason = r["reason"] or "no reason recorded"
+        limit = "unlimited" if r["queue_limit"] == -1 else display.gpus(r["queue_limit"])
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
-                f'{badge(reason, REASON_COLOURS.get(r["reason"], "#8c8c8c"))} · waiting {format_duration(r["wait_s"])}'
-                f' · {r["pending_tasks"]} task(s), {fmt(r["gpus_requested"])} GPU<br>'
+                f'{badge(reason, REASON_COLOURS.get(r["reason"], "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
+                f' · {r["pending_tasks"]} task(s), {display.gpus(r["gpus_requested"])} GPU<br>'
                 f'{html.escape(r["message"] or "")}<br>'
-                f'<b>Counterfactual:</b> {html.escape(r["counterfactual"] or "–")}<br>'
-                f'queue allocated {fmt(r["queue_allocated"])} · fair share {fmt(r["queue_fair_share"])} · '
-                f'limit {"unlimited" if r["queue_limit"] == -1 else fmt(r["queue_limit"])}</div>'
+                f'<b>Would start if:</b> {html.escape(r["counterfactual"] or NOT_YET)}<br>'
+                f'queue allocated {display.gpus(r["queue_allocated"])} · fair share '
+                f'{display.gpus(r["queue_fair_share"])} · limit {limit} GPUs</div>'
                 + _details_html(extra or details))
 
     def _update(self):
@@ -97,17 +106,24 @@ class PendingView(View):
         reasons = m.reasons()
         total = sum(reasons.values())
         self.summary.object = (f'<div class="kd-explain"><b>{total}</b> pending job(s) · ' + " ".join(
-            f'{badge(f"{k} {v}", REASON_COLOURS.get(k, "#8c8c8c"))}' for k, v in reasons.items()) + "</div>")
+            f'{badge(f"{k} {v}", REASON_COLOURS.get(k, "#4b5563"))}' for k, v in reasons.items()) + "</div>")
         queues = sorted(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else []
-        self.queue.options = [""] + queues
-        self.reason.options = [""] + sorted(k for k in reasons if k != "(none)")
+        if list(self.queue.options) != [""] + queues:
+            self.queue.options = [""] + queues
+        reason_options = [""] + sorted(k for k in reasons if k != "(none)")
+        if list(self.reason.options) != reason_options:
+            self.reason.options = reason_options
         self._update_table()
         df = self.table.value
-        job = self.selection.job if self.selection.job in set(df["job"]) else (df["job"].iloc[0] if len(df) else "")
+        job = self.selection.job if self.selection.job in set(df.index) else (str(df.index[0]) if len(df) else "")
         self.detail.object = self._explain(job) if job else '<div class="kd-muted">No job is waiting.</div>'
-
 
     def _update_table(self):
         df = self.model.frame().copy()
-        df["wait"] = df["wait_s"].map(format_duration)
-        self.table.value = df[COLUMNS]
+        df["wait"] = df["wait_s"].map(display.wait)
+        df["counterfactual"] = df["counterfactual"].replace("", NOT_YET)
+        df = keyed(df, "job")[COLUMNS]
+        old = self.table.value
+        expanded = [old.index[i] for i in self.table.expanded if i < len(old)] if old is not None else []
+        if update_table(self.table, df) == "replaced" and expanded:
+            self.table.expanded = [df.index.get_loc(k) for k in expanded if k in df.index]
