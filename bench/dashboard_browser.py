@@ -69,6 +69,9 @@ FPS_JS = """(ms) => new Promise(resolve => {
 })"""
 
 TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+NAV_JS = """() => { const n = performance.getEntriesByType('navigation')[0];
+  return {html_s: n.responseEnd / 1000, scripts_s: n.domContentLoadedEventEnd / 1000}; }"""
+"""Where the render time goes: the page's HTML (the server builds the session), its scripts loaded and run."""
 
 
 def free_port() -> int:
@@ -141,11 +144,12 @@ def measure_view(browser, server: Server, view: str, seconds: float, width: int,
         page.locator(READY[view]).first.wait_for(state="visible", timeout=120_000)
         page.evaluate(TWO_FRAMES_JS)
         render_s = time.perf_counter() - t0
+        nav = page.evaluate(NAV_JS)
         tick_before = server.health().get("tick_index")
         stats = page.evaluate(FPS_JS, int(seconds * 1000))
         tick_after = server.health().get("tick_index")
         ticks = (tick_after - tick_before) if isinstance(tick_before, int) and isinstance(tick_after, int) else None
-        return {"view": view, "render_s": render_s, **stats, "ticks_in_window": ticks, "page_errors": errors}
+        return {"view": view, "render_s": render_s, **nav, **stats, "ticks_in_window": ticks, "page_errors": errors}
     finally:
         page.close()
 
@@ -210,7 +214,8 @@ def main() -> int:
                     if r.get("error"):
                         print(f"  {view:<9} FAILED {r['error']}", flush=True)
                     else:
-                        print(f"  {view:<9} render {r['render_s']:5.2f} s · {r['fps']:5.1f} fps · longest frame "
+                        print(f"  {view:<9} render {r['render_s']:5.2f} s (html {r['html_s']:.2f}, scripts "
+                              f"{r['scripts_s']:.2f}) · {r['fps']:5.1f} fps · longest frame "
                               f"{r['longest_frame_ms']:6.0f} ms · blocked {r['blocked_ms'] / 1000:5.1f} s of "
                               f"{r['seconds']:.0f} · {r['ticks_in_window']} ticks · load {r['load']}", flush=True)
                 h = server.health()

@@ -13,6 +13,7 @@ never stops the loop: the last good tick stays published and the state says ``st
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time as _time
@@ -174,7 +175,11 @@ class LiveLoop:
         self.explain_jobs = 4
         self.explain_budget_ms = 40.0
         self.explain_ttl_ticks = 30
+        self.between_ticks_share = 0.35
+        self.between_ticks_budget_ms = 1500.0
         self._explained: dict[str, tuple[int, Any]] = {}
+        self._last_input: Optional[tuple[Snapshot, Any]] = None
+        self.explain_ms_last = 0.0
         self.own_metrics = _own_metrics() if publish_metrics else None   # a session's private loop serves none
         label = feed.label if feed is not None else self.options.label()
         self.state.reset(feed.kind if feed is not None else self.options.source, label)
@@ -191,8 +196,14 @@ class LiveLoop:
                 self._feed_error = str(exc)
         return self._feed
 
-    def step(self) -> Optional[Tick]:
-        """Run one tick synchronously; returns the published tick, or ``None`` when it failed."""
+    def step(self, explain: bool = True) -> Optional[Tick]:
+        """Run one tick synchronously; returns the published tick, or ``None`` when it failed.
+
+        ``explain``: search counterfactuals for a few waiting jobs inside the tick (``explain_jobs`` jobs,
+        ``explain_budget_ms`` each): what a notebook or a test calling ``step()`` wants. The loop thread passes
+        ``False`` and searches between ticks instead (:meth:`explain_between_ticks`), so a tick stays short and
+        a search gets time enough to find an answer; the tick then carries the explanations found so far.
+        """
         with self._lock:
             note_attempt(self.state)   # readiness heartbeat (dashboard.health)
             feed = self.feed
@@ -214,7 +225,8 @@ class LiveLoop:
                 self.state.fail(f"{feed.kind}: {type(exc).__name__}: {exc}")
                 return None
             session_ms = (_time.perf_counter() - started) * 1000
-            explanations, note = self._explain(snapshot, result)
+            explanations, note = self._explain(snapshot, result) if explain else (self._cached(result), "")
+            self._last_input = (snapshot, result)
             scheduled = getattr(result, "snapshot", None) or snapshot
             gpu_frame, metrics_status = self.metrics.frame(scheduled)
             duration_ms = (_time.perf_counter() - started) * 1000
@@ -256,6 +268,50 @@ class LiveLoop:
                 note = f"explain failed: {exc}"
         self._explained = cache
         return {k: v for k, (_, v) in cache.items()}, note
+
+    def _waiting(self, result) -> list[str]:
+        return [k for k, d in (getattr(result, "jobs", None) or {}).items() if d.status in ("pending", "pipelined")]
+
+    def _cached(self, result) -> dict:
+        """The explanations found so far for the jobs still waiting (dropping the others)."""
+        waiting = set(self._waiting(result))
+        self._explained = {k: v for k, v in self._explained.items() if k in waiting}
+        return {k: v for k, (_, v) in self._explained.items()}
+
+    def explain_between_ticks(self, deadline: float) -> int:
+        """Counterfactual searches on the last tick, one job at a time, until ``deadline`` (``time.monotonic``);
+        returns how many jobs were explained. Jobs never explained go first, then the longest waiting; each
+        search gets ``between_ticks_budget_ms`` (or what is left). Results appear with the next tick."""
+        explain = _explainer()
+        if explain is None or self._last_input is None:
+            return 0
+        snapshot, result = self._last_input
+        waiting = self._waiting(result)
+        due = [k for k in waiting if k not in self._explained
+               or self._index - self._explained[k][0] >= self.explain_ttl_ticks]
+        created = {j.key: j.creation_time for j in snapshot.jobs}
+        due.sort(key=lambda k: (k in self._explained, created.get(k, 0.0), k))
+        done = 0
+        began = _time.monotonic()
+        for key in due:
+            left_ms = (deadline - _time.monotonic()) * 1000
+            if left_ms < 50:
+                break
+            try:
+                fresh = explanations_by_job(explain(snapshot, result, jobs=[key],
+                                                    budget_ms_per_job=min(self.between_ticks_budget_ms, left_ms)))
+            except Exception:  # noqa: BLE001 — an explanation must never stop the loop
+                log.warning("explain failed:\n%s", traceback.format_exc())
+                break
+            with self._lock:
+                self._explained.update({k: (self._index, v) for k, v in fresh.items()})
+            done += 1
+        self.explain_ms_last = (_time.monotonic() - began) * 1000
+        feed, tick = self._feed, self.state.tick
+        if done and feed is not None and feed.static and tick is not None:
+            # A fixed snapshot publishes no next tick: show what was found on the one it has.
+            self.state.publish(dataclasses.replace(tick, explanations=self._cached(tick.result)), record=False)
+        return done
 
     def _observe(self, tick: Tick) -> None:
         if self.own_metrics is not None and tick.result is not None:
@@ -318,13 +374,17 @@ class LiveLoop:
         while not self._stop.is_set():
             began = _time.monotonic()
             try:
-                self.step()
+                self.step(explain=False)
             except Exception:  # noqa: BLE001 — the loop never dies
                 log.error("tick failed:\n%s", traceback.format_exc())
                 self.state.fail("internal error, see server log")
             took = _time.monotonic() - began
-            # A tick slower than the period still leaves the process half its time (sessions, other work).
-            wait = max(self.options.period_s - took, 0.5 * took)
+            period = self.options.period_s
+            # Why-pending searches use part of the idle time (the rest is the sessions': they render while
+            # the loop waits); a tick slower than the period still leaves the process half its time.
+            if not self._wake.is_set() and took < period:
+                self.explain_between_ticks(began + took + self.between_ticks_share * (period - took))
+            wait = max(period - (_time.monotonic() - began), 0.5 * took)
             self._wake.wait(wait)
             self._wake.clear()
 

@@ -45,20 +45,24 @@ def _free_port() -> int:
 
 
 class Server:
-    """``kaidash serve`` in a subprocess on loopback."""
+    """``kaidash serve`` in a subprocess on loopback (``port``: a given one, e.g. to restart on the same port);
+    its output goes to a temporary log file (``stop_and_read``)."""
 
-    def __init__(self, *args: str):
-        self.port = _free_port()
+    def __init__(self, *args: str, port: int | None = None):
+        import tempfile
+
+        self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("KAIDASH_SNAPSHOT", None)
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="kaidash-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "serve", "--port", str(self.port),
                                       "--address", "127.0.0.1", *args], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 90
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stdout.read().decode()[-3000:]}")
+                raise RuntimeError(f"server exited: {self.read()[-3000:]}")
             try:
                 with urlopen(self.url + "healthz", timeout=2) as r:
                     if r.status == 200:
@@ -68,6 +72,10 @@ class Server:
         self.stop()
         raise RuntimeError("server did not become healthy in 90 s")
 
+    def read(self) -> str:
+        with open(self.log.name) as f:
+            return f.read()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -75,6 +83,14 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+    def stop_and_read(self) -> str:
+        """Stop the server and return everything it logged."""
+        self.stop()
+        text = self.read()
+        os.unlink(self.log.name)
+        return text
 
 
 @pytest.fixture(scope="module")

@@ -280,7 +280,10 @@ def test_snapshot_cut_in_half_is_refused_and_the_previous_state_stays(tmp_path):
     lp = LiveLoop(SourceOptions(source="snapshot"), feed=Feed(snap, label="small"))
     lp.metrics = MetricsReader(simulated=False)
     before = lp.step()
-    view = SnapshotView(lp.state, loop=lp)
+    from dashboard.session import SessionSource
+
+    source = SessionSource(lp.state, lp, may_change_shared=True)
+    view = SnapshotView(lp.state, source=source)
     text = dumps_snapshot(snap, "yaml")
     half = text[: len(text) // 2].encode()
     assert view.import_file("half.yaml", half) is False
@@ -290,9 +293,12 @@ def test_snapshot_cut_in_half_is_refused_and_the_previous_state_stays(tmp_path):
     jtext = dumps_snapshot(snap, "json")
     assert view.import_file("half.json", jtext[: len(jtext) // 2].encode()) is False
     assert "half.json" in view.message.object and lp.state.tick is before
-    # a whole file still imports afterwards
+    # a whole file still imports afterwards: into this session only, then (source-admin) for everyone
     assert view.import_file("whole.yaml", text.encode()) is True
-    assert lp.state.source_label == "imported whole.yaml"
+    assert source.private and source.state.source_label == "imported whole.yaml"
+    assert lp.state.tick is before and lp.state.source_label == "small"
+    assert view.import_file("whole.yaml", text.encode(), shared=True) is True
+    assert not source.private and lp.state.source_label == "imported whole.yaml"
 
 
 # ------------------------------------------------------------------------------------------- Prometheus

@@ -182,8 +182,8 @@ class GpusView(View):
         m.param.watch(lambda *_: self._update_grid(), ["flagged_only"])
         self.sources = {name: ColumnDataSource() for name in ("devices", "held", "moving", "marks", "labels")}
         self._extra_layers: list = []
-        self.fig = self._figure()
-        self.plot = pn.pane.Bokeh(self.fig, sizing_mode="stretch_width")
+        self.fig = None                   # built by the first render, once the layout is known
+        self.plot = pn.pane.Bokeh(None, sizing_mode="stretch_width")
         self.alt = pn.pane.HTML("", sizing_mode="stretch_width", margin=0)
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -197,7 +197,10 @@ class GpusView(View):
         self.nodes_table = table(pd.DataFrame(columns=NODE_TABLE_COLUMNS), height=300, titles=NODE_TABLE_TITLES,
                                  formatters={**number_formatters(["allocated", "memory_used_gib"], 2),
                                              **percent_formatters(["gpu_util"])},
-                                 name="gpu-nodes-table", empty="No GPU node matches the filters")
+                                 name="gpu-nodes-table", empty="No GPU node matches the filters", visible=False)
+        self.show_table = pn.widgets.Toggle(name="Show the grid as a table (per node)", button_type="primary",
+                                            button_style="outline", width=300)
+        self.show_table.param.watch(lambda e: self._toggle_table(e.new), "value")
         self._layout_key = None
         return pn.Column(
             pn.Row(pn.pane.HTML('<div style="padding-top:8px">Colour by</div>', width=70), self.colour,
@@ -207,8 +210,7 @@ class GpusView(View):
             self.plot,
             pn.Card(pn.Column(self.node_select, self.node_table, sizing_mode="stretch_width"),
                     title="Selected node: slices", sizing_mode="stretch_width", collapsible=False),
-            pn.Card(self.nodes_table, title="All nodes on this page as a table (the grid in text)",
-                    sizing_mode="stretch_width", collapsed=True),
+            self.show_table, self.nodes_table,
             sizing_mode="stretch_width")
 
     def _figure(self, height: int = 300):
@@ -254,7 +256,8 @@ class GpusView(View):
         fill the returned source with columns in grid coordinates (:func:`grid_positions`)."""
         self.sources[name] = ColumnDataSource()
         self._extra_layers.append((name, draw))
-        draw(self.fig, self.sources[name])
+        if self.fig is not None:
+            draw(self.fig, self.sources[name])
         return self.sources[name]
 
     # ---------------------------------------------------------------------------------------- events
@@ -327,10 +330,18 @@ class GpusView(View):
             f'(OOM risk); amber dashed edge and z = allocated but idle; click a GPU for its node.</div>')
         self.alt.object = (f'<div class="kd-sr" role="img" aria-label="GPU grid">GPU grid: {len(gpus)} GPUs on '
                            f'{len(nodes)} nodes, {int(gpus["allocated"].gt(0).sum()) if len(gpus) else 0} with an '
-                           f'allocation, {n_over} over-share and {n_idle} idle-allocated cluster-wide. The table '
-                           f'"All nodes on this page" below lists the same per node.</div>')
+                           f'allocation, {n_over} over-share and {n_idle} idle-allocated cluster-wide. The button '
+                           f'"Show the grid as a table" below lists the same per node.</div>')
         self.legend.object = self._legend(slices, colours)
-        update_table(self.nodes_table, node_table(m.node_summary_of(gpus)))
+        if self.nodes_table.visible:
+            update_table(self.nodes_table, node_table(m.node_summary_of(gpus)))
+
+    def _toggle_table(self, shown: bool) -> None:
+        """The per-node table is built on demand (a page of 512 nodes is a big table to send every tick)."""
+        self.nodes_table.visible = shown
+        if shown:
+            gpus, _ = self.model.page_frames()
+            update_table(self.nodes_table, node_table(self.model.node_summary_of(gpus)))
 
     def _legend(self, slices: pd.DataFrame, colours: dict[str, str]) -> str:
         m = self.model

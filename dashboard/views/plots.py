@@ -68,7 +68,8 @@ class GroupedBars:
         self.source = ColumnDataSource({"x": [], "value": [], "series": [], "category": [], "colour": []})
         self.fig = figure(x_range=FactorRange(), height=height, sizing_mode="stretch_width", tools=TOOLS,
                           toolbar_location="right", min_border_left=50)
-        r = self.fig.vbar(x="x", top="value", width=0.9, source=self.source, fill_color="colour", line_color=None)
+        r = self.fig.vbar(x="x", top="value", width=0.9, source=self.source, fill_color="colour", line_color=None,
+                          legend_field="series")
         self.fig.add_tools(HoverTool(renderers=[r], tooltips=[("queue", "@category"), ("", "@series"),
                                                               ("value", "@value{0,0.[00]}")]))
         self.fig.xaxis.major_label_text_font_size = "0pt"     # series names: the legend says them
@@ -78,11 +79,11 @@ class GroupedBars:
         self.fig.xgrid.grid_line_color = None
         self.fig.y_range.start = 0
         self.fig.yaxis.axis_label = ylabel
-        items = [LegendItem(label=s, renderers=[self.fig.vbar(x=[], top=[], width=0.9, fill_color=c, line_color=None)])
-                 for s, c in series.items()]
-        self.fig.add_layout(Legend(items=items, orientation="horizontal", location="top_left",
-                                   label_text_color=TEXT_ON_DARK, background_fill_alpha=0, border_line_alpha=0),
-                            "above")
+        legend = self.fig.legend[0]        # one item per series, from the data: no extra renderers
+        legend.orientation, legend.location = "horizontal", "top_left"
+        legend.label_text_color, legend.background_fill_alpha, legend.border_line_alpha = TEXT_ON_DARK, 0, 0
+        self.fig.center = [m for m in self.fig.center if m is not legend]
+        self.fig.add_layout(legend, "above")
         _style(self.fig)
         self.empty = _empty_label(self.fig, empty)
         self._factors: list = []
@@ -171,20 +172,21 @@ class TimeSeries:
         self.empty = _empty_label(self.fig, empty)
         self.sources: dict[str, ColumnDataSource] = {}
         self.duration = duration
+        formatters = {"@at": "datetime"}
+        if duration:
+            formatters["@y"] = CustomJSHover(code=DURATION_HOVER)
+        self.hover = HoverTool(renderers=[], tooltips=[("", "$name"), ("value", "@y{custom}" if duration
+                                                                       else "@y{0,0.[00]}"), ("at", "@at{%H:%M:%S}")],
+                               formatters=formatters)
+        self.fig.add_tools(self.hover)
 
     def _line(self, key: str, label: Optional[str], colour: str, dash: str, width: float) -> ColumnDataSource:
         src = ColumnDataSource({"at": [], "y": []})
-        r = self.fig.line("at", "y", source=src, color=colour, line_width=width, line_dash=dash)
-        dots = self.fig.scatter("at", "y", source=src, color=colour, size=5)
-        formatters = {"@at": "datetime"}
-        if self.duration:
-            formatters["@y"] = CustomJSHover(code=DURATION_HOVER)
-        self.fig.add_tools(HoverTool(renderers=[r], tooltips=[(label or key, "@y{custom}" if self.duration
-                                                               else "@y{0,0.[00]}"), ("at", "@at{%H:%M:%S}")],
-                                     formatters=formatters, mode="vline"))
-        src.tags = [dots]
+        r = self.fig.line("at", "y", source=src, color=colour, line_width=width, line_dash=dash,
+                          name=label or key.replace(":fair", " fair share"))
+        self.hover.renderers = [*self.hover.renderers, r]
         if label:
-            self.legend.items = [*self.legend.items, LegendItem(label=label, renderers=[r, dots])]
+            self.legend.items = [*self.legend.items, LegendItem(label=label, renderers=[r])]
         self.sources[key] = src
         return src
 
@@ -194,7 +196,6 @@ class TimeSeries:
         for key, (label, colour, dash, width, ys) in lines.items():
             src = self.sources.get(key) or self._line(key, label, colour, dash, width)
             assign_columns(src, {"at": xs, "y": np.asarray(ys, dtype=float)})
-            src.tags[0].visible = len(xs) <= 30        # few points (a static source, a young loop): show them
         for key in set(self.sources) - set(lines):   # a series that went away: empty, not deleted
             assign_columns(self.sources[key], {"at": np.array([], dtype="datetime64[ns]"), "y": np.array([])})
         self.empty.visible = len(xs) == 0
