@@ -25,6 +25,7 @@ from dashboard.session import SessionSource
 from dashboard.state import LiveState
 from dashboard.views import (GpusView, OverviewView, PendingView, QueuesView, SettingsView, SnapshotView,
                              TimelineView, WhatIfView)
+from dashboard.views.a11y import AccessibleNames
 from dashboard.views.common import ensure_css
 from dashboard.views.liveness import Liveness, thresholds
 
@@ -72,6 +73,7 @@ class Dashboard(pn.viewable.Viewer):
         stale_after, silent_after = thresholds(self.state.period_s, self.refresh_s)
         self.liveness = Liveness(stale_after_s=stale_after, silent_after_s=silent_after, margin=(0, 10),
                                  sizing_mode="stretch_width")
+        self.names = AccessibleNames(width=0, height=0, margin=0)
         self.sidebar_info = pn.pane.HTML("", sizing_mode="stretch_width")
         self.scope_bar = pn.pane.HTML("", sizing_mode="stretch_width")
         self.back_btn = pn.widgets.Button(name="Back to the shared live view", button_type="primary",
@@ -145,7 +147,9 @@ class Dashboard(pn.viewable.Viewer):
                            static=st.source_status == "static",
                            scope="private: " + self.source.private_label if private else "")
         self.scope_row.visible = private
-        if private:
+        if not private:
+            self.scope_bar.object = ""
+        else:
             self.scope_bar.object = (f'<div class="kd-private" data-scope="private"><b>Private view</b>: '
                                      f'{html.escape(self.source.private_label)}. Everyone else still sees the shared '
                                      f'live source ({html.escape(self.source.shared.source_label)}).</div>')
@@ -172,15 +176,17 @@ class Dashboard(pn.viewable.Viewer):
     def template(self) -> pn.template.BaseTemplate:
         """The served page: FastListTemplate, dark, navigation in the sidebar."""
         tpl = pn.template.FastListTemplate(
-            title="kaidash", header=[self.liveness], sidebar=[self.nav, self.sidebar_info], main=[self.main],
+            title="kaidash", header=[self.liveness, self.names], sidebar=[self.nav, self.sidebar_info],
+            main=[self.main],
             accent=ACCENT, theme="dark", theme_toggle=False, sidebar_width=200, main_layout=None,
             header_background="#1f2937", font_url="",   # no Google Fonts: the page must load offline
             font="system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif")
         return tpl
 
     def __panel__(self):
-        return pn.Column(self.liveness, pn.Row(pn.Column(self.nav, self.sidebar_info, width=190), self.main,
-                                               sizing_mode="stretch_width"), sizing_mode="stretch_width")
+        return pn.Column(self.liveness, self.names,
+                         pn.Row(pn.Column(self.nav, self.sidebar_info, width=190), self.main,
+                                sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
 
 def build_app(loop: Optional[LiveLoop] = None, selection: Optional[Selection] = None,

@@ -219,7 +219,7 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
         job_keys = {j.key for j in snapshot.jobs}
     explanations = {k: v for k, v in (tick.explanations or {}).items() if k in job_keys}
     return dataclasses.replace(tick, snapshot=snapshot, result=result, explanations=explanations,
-                               gpu_frame=scope_gpu_frame(tick.gpu_frame, visible))
+                               gpu_frame=scope_gpu_frame(tick.gpu_frame, visible), tables={})
 
 
 def scope_snapshot(snap, visible: frozenset):

@@ -90,9 +90,10 @@ class KubeFeed(Feed):
 class SimFeed(Feed):
     """A simulated cluster: the :class:`~scheduler.simulate.Simulator` applies each cycle's decisions.
 
-    One tick = one scheduling cycle, ``step_s`` cluster seconds after the previous one. The simulator owns
-    and mutates its live snapshot, so the feed hands the loop copies: the session's input (for why-pending
-    explanations) and the post-decision state.
+    One tick = one scheduling cycle, ``step_s`` cluster seconds after the previous one. The simulator is
+    copy-on-write (each step starts from a fresh container and replaces jobs rather than modifying them), so
+    the session's input (for why-pending explanations) and the post-decision state are handed on as they are:
+    nothing modifies them later. (Deep-copying both cost more than the scheduling session itself.)
     """
 
     kind = "sim"
@@ -116,7 +117,7 @@ class SimFeed(Feed):
         self.last_step = None
 
     def _session(self, snap: Snapshot):
-        self._input = snap.copy()
+        self._input = snap
         return self._schedule(snap)
 
     def tick(self, schedule: Schedule) -> tuple[Snapshot, Any]:
@@ -128,8 +129,8 @@ class SimFeed(Feed):
         result = step.result
         if result is None:
             raise SourceError("the simulator ran no session")
-        self._give_usage(step.snapshot)
-        scheduled = step.snapshot.copy()
+        scheduled = step.snapshot
+        self._give_usage(scheduled)
         result = dataclasses.replace(result, snapshot=scheduled)
         return (self._input if self._input is not None else scheduled), result
 
@@ -138,7 +139,8 @@ class SimFeed(Feed):
 
     def _give_usage(self, snap: Snapshot) -> None:
         """Pods that started since the last tick get their real usage (the scenario's model), so jobs that
-        arrived later are not all read as idle allocations."""
+        arrived later are not all read as idle allocations. (Set on the pod in place: a pod's usage is a
+        property of the pod, the same in every snapshot that holds it.)"""
         if self.usage is None:
             return
         nodes = snap.node_map()

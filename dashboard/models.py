@@ -23,7 +23,7 @@ from scheduler.model import RESOURCES
 from scheduler.placement import NODE_STRATEGIES
 
 from . import display, frames
-from .state import LiveState, Tick
+from .state import LiveState, Tick, gpu_tables
 
 VIEWS = ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings")
 VIEW_TITLES = {"overview": "Overview", "queues": "Queues", "gpus": "GPUs", "pending": "Pending",
@@ -152,14 +152,13 @@ def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
 def slices_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return _empty(frames.SLICE_COLUMNS)
-    return per_tick(tick, "slices", lambda: frames.gpu_slices_frame(tick.scheduled, tick.gpu_frame))
+    return gpu_tables(tick)["slices"]
 
 
 def gpu_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return _empty(frames.GPU_COLUMNS)
-    return per_tick(tick, "gpus", lambda: frames.gpu_frame_from_slices(tick.scheduled, slices_table(tick),
-                                                                       tick.gpu_frame))
+    return gpu_tables(tick)["gpus"]
 
 
 def jobs_table(tick: Optional[Tick]) -> pd.DataFrame:
@@ -289,10 +288,11 @@ class GpusModel(ViewModel):
         if not len(g):
             return pd.DataFrame(columns=["node", "pool", "gpu_model", "gpus", "allocated", "gpu_util",
                                          "memory_used_mib", "idle_allocated", "over_share"])
-        return g.groupby(["node", "pool", "gpu_model"], sort=False).agg(
-            gpus=("gpu_index", "count"), allocated=("allocated", "sum"), gpu_util=("gpu_util", "mean"),
-            memory_used_mib=("memory_used_mib", lambda s: s.sum(min_count=1)),
-            idle_allocated=("idle_allocated", "sum"), over_share=("over_share", "sum")).reset_index()
+        groups = g.groupby(["node", "pool", "gpu_model"], sort=False)
+        out = groups.agg(gpus=("gpu_index", "count"), allocated=("allocated", "sum"), gpu_util=("gpu_util", "mean"),
+                         idle_allocated=("idle_allocated", "sum"), over_share=("over_share", "sum"))
+        out["memory_used_mib"] = groups["memory_used_mib"].sum(min_count=1)
+        return out.reset_index()
 
 
 # ------------------------------------------------------------------------------------------------- pending

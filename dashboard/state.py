@@ -40,6 +40,9 @@ class Tick:
     gpu_frame: Optional[pd.DataFrame] = None
     explanations: dict = field(default_factory=dict)
     duration_ms: float = 0.0
+    tables: dict = field(default_factory=dict, compare=False, repr=False)
+    """Per-GPU frames computed once for this tick (``slices``, ``gpus``): the history record and every view
+    reuse them. A derived tick (a user's scoped view) must start with an empty dict."""
 
     @property
     def scheduled(self) -> Snapshot:
@@ -93,9 +96,7 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
                 allocated += t.gpus_on(node_mem.get(t.node, 0.0))
     used = idle = math.nan
     if tick.gpu_frame is not None and len(tick.gpu_frame):
-        from . import frames  # the per-GPU table: one row per device, utilisation in percent
-
-        gpus = frames.gpu_frame_from_slices(snap, frames.gpu_slices_frame(snap, tick.gpu_frame), tick.gpu_frame)
+        gpus = gpu_tables(tick)["gpus"]
         if gpus["gpu_util"].notna().any():
             used = float(gpus["gpu_util"].fillna(0).sum() / 100.0)
             idle = float(gpus["idle_allocated"].sum())
@@ -123,6 +124,19 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
             "pending_jobs": float(pending_by_queue.get(q.name, 0)),
         }
     return HistoryRecord(tick.cluster_time, tick.wall_time, totals, queues)
+
+
+def gpu_tables(tick: Tick) -> dict:
+    """The tick's per-slice and per-GPU frames (:mod:`dashboard.frames`), computed on first use and kept on
+    the tick: the loop's history record and the views' GPU tables are then one computation."""
+    if "gpus" not in tick.tables:
+        from . import frames
+
+        snap = tick.scheduled
+        slices = frames.gpu_slices_frame(snap, tick.gpu_frame)
+        tick.tables["slices"] = slices
+        tick.tables["gpus"] = frames.gpu_frame_from_slices(snap, slices, tick.gpu_frame)
+    return tick.tables
 
 
 class _Bucket:

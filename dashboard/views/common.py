@@ -131,6 +131,18 @@ def percent_formatters(columns: Iterable[str]) -> dict:
                                               "<%= value.toFixed(1) %> %<% } %>") for c in columns}
 
 
+def duration_formatter() -> HTMLTemplateFormatter:
+    """Tabulator cell: seconds as ``42s``, ``4m05s``, ``13h53m``, ``2d04h`` (the column stays numeric, so it
+    sorts by time, not by text)."""
+    return HTMLTemplateFormatter(template=(
+        "<% var s = Math.round(value); if (value == null || isNaN(value)) { %>–<% } "
+        "else if (s < 60) { %><%= s %>s<% } "
+        "else if (s < 3600) { %><%= Math.floor(s / 60) %>m<%= String(s % 60).padStart(2, '0') %>s<% } "
+        "else if (s < 86400) { %><%= Math.floor(s / 3600) %>h<%= String(Math.floor(s % 3600 / 60)).padStart(2, '0') "
+        "%>m<% } else { %><%= Math.floor(s / 86400) %>d<%= String(Math.floor(s % 86400 / 3600)).padStart(2, '0') "
+        "%>h<% } %>"))
+
+
 def state_formatter() -> HTMLTemplateFormatter:
     """Tabulator cell: the queue state as a coloured badge."""
     cases = " ".join(f"<% if (value == '{k}') {{ %><span style=\"background:{v};color:#fff;border-radius:9px;"

@@ -12,13 +12,13 @@ import panel as pn
 from .. import display
 from ..models import PendingModel
 from .base import View
-from .common import badge, keyed, number_formatters, table, update_table
+from .common import badge, duration_formatter, keyed, number_formatters, table, update_table
 
-COLUMNS = ["job", "queue", "wait", "gpus_requested", "reason", "counterfactual", "message"]
-TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait": "waiting", "counterfactual": "would start if",
+COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "counterfactual", "message"]
+TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
           "message": "scheduler's message"}
 TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested": "GPUs the pending tasks request",
-            "wait": "time since the job was created", "reason": "KAI's reason code for the last decision",
+            "wait_s": "time since the job was created", "reason": "KAI's reason code for the last decision",
             "counterfactual": "the smallest change found that would start it (why-pending search); expand the row "
                               "or click it for the full text",
             "message": "the scheduler's own message; expand the row or click it for the full text"}
@@ -57,9 +57,10 @@ class PendingView(View):
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
         self.table = table(pd.DataFrame(columns=COLUMNS), height=None, max_height=460,
-                           formatters={**number_formatters(["gpus_requested"])}, name="pending-table",
+                           formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter()},
+                           name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 210, "queue": 90, "wait": 76, "gpus_requested": 60, "reason": 150},
+                           widths={"job": 210, "queue": 90, "wait_s": 76, "gpus_requested": 60, "reason": 150},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
@@ -120,7 +121,7 @@ class PendingView(View):
 
     def _update_table(self):
         df = self.model.frame().copy()
-        df["wait"] = df["wait_s"].map(display.wait)
+        df["wait_s"] = df["wait_s"].round(0)          # a patch only when the wait moved by a second or more
         df["counterfactual"] = df["counterfactual"].replace("", NOT_YET)
         df = keyed(df, "job")[COLUMNS]
         old = self.table.value

@@ -11,8 +11,8 @@ import panel as pn
 from .. import display
 from ..models import QueuesModel
 from .base import View
-from .common import (STATE_COLOURS, badge, keyed, limit_formatter, number_formatters, state_formatter, table,
-                     update_table)
+from .common import (STATE_COLOURS, badge, duration_formatter, keyed, limit_formatter, number_formatters,
+                     state_formatter, table, update_table)
 from .plots import TimeSeries, share_bars, update_share_bars
 
 TABLE_COLUMNS = ["label", "state", "priority", "quota", "limit", "over_quota_weight", "deserved", "fair_share",
@@ -37,7 +37,7 @@ TOOLTIPS = {"label": "queue (indented under its parent)", "state": "starved / re
             "reclaimable": "preemptible allocation above fair share: what reclaim may take back",
             "starved_by": "below min(fair share, requested) while a job waits",
             "running_jobs": "running jobs in the subtree", "pending_jobs": "pending jobs in the subtree"}
-JOB_COLUMNS = ["job", "queue", "status", "priority", "preemptible", "tasks", "gpus", "nodes", "age", "reason"]
+JOB_COLUMNS = ["job", "queue", "status", "priority", "preemptible", "tasks", "gpus", "nodes", "age_s", "reason"]
 
 
 def display_frame(df, resource: str):
@@ -61,6 +61,7 @@ class QueuesView(View):
         self.table = table(display_frame(m.frame(), m.resource), height=None, selectable=1, titles=TITLES,
                            header_tooltips=TOOLTIPS,
                            formatters={**number_formatters(AMOUNTS), **number_formatters(["ratio"], 2),
+                                       **number_formatters(["over_quota_weight", "priority"], 1),
                                        "state": state_formatter(), "limit": limit_formatter(),
                                        "quota": limit_formatter()},
                            widths={"state": 98, "label": 150}, frozen_columns=["label"], name="queues-table",
@@ -72,7 +73,8 @@ class QueuesView(View):
         self.bars = share_bars()
         self.unit = pn.pane.HTML("", sizing_mode="stretch_width")
         self.detail_title = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.jobs = table(self._jobs_frame(""), height=260, formatters=number_formatters(["gpus"]),
+        self.jobs = table(self._jobs_frame(""), height=260, titles={"age_s": "age"},
+                          formatters={**number_formatters(["gpus"]), "age_s": duration_formatter()},
                           widths={"nodes": 200, "reason": 200, "job": 230}, name="queue-jobs",
                           empty="No jobs in this queue")
         self.history = TimeSeries("GPUs", height=220, empty="No history for this queue yet")
@@ -96,7 +98,7 @@ class QueuesView(View):
 
     def _jobs_frame(self, queue: str):
         df = self.model.jobs(queue).copy()
-        df["age"] = df["age_s"].map(display.wait)
+        df["age_s"] = df["age_s"].round(0)
         return keyed(df, "job")[JOB_COLUMNS]
 
     def _on_click(self, event) -> None:

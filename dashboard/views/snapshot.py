@@ -84,6 +84,7 @@ class SnapshotView(View):
                                            ' or the zip KAI\'s scheduler serves at <code>/get-snapshot</code>. It '
                                            'opens in <b>your session only</b> (static) until you go back; everyone '
                                            f'else keeps the live view. {who}</div>'),
+                              pn.pane.HTML("<b>Snapshot file</b> (.yaml, .yml, .json or a KAI .zip)"),
                               self.upload, pn.Row(self.load_btn, self.back_btn),
                               pn.Row(self.share_btn, self.share_back_btn), self.message),
                     title="Import", sizing_mode="stretch_width", collapsible=False),
