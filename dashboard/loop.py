@@ -26,7 +26,7 @@ from scheduler.model import Snapshot
 from .feeds import Feed, make_feed
 from .health import assess, note_attempt
 from .options import SourceOptions
-from .state import LiveState, Tick
+from .state import LiveState, Tick, record_from_tick
 
 log = logging.getLogger("kaidash.loop")
 
@@ -89,6 +89,7 @@ class MetricsReader:
         self._exporter = None
         self._recent_util: list[dict] = []
         self.idle_window_ticks = idle_window_ticks
+        self._last: Optional[tuple] = None     # (inputs fingerprint, frame, status): the simulated frame's cache
 
     @property
     def exporter(self):
@@ -133,8 +134,30 @@ class MetricsReader:
             keys = set.intersection(*(set(u) for u in self._recent_util))
             idle_max = {k: max(u[k] for u in self._recent_util) for k in keys
                         if all(u[k] is not None for u in self._recent_util)}
+        key = (holders_fingerprint(snapshot), tuple(sorted(idle_max.items())) if idle_max is not None else None)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1], self._last[2]        # nothing a GPU shows changed: the same frame object
         frame = dcgm.build_gpu_frame(snapshot, samples, idle_max)
-        return frame, f"simulated dcgm-exporter ({len(gpus)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
+        status = f"simulated dcgm-exporter ({len(gpus)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
+        self._last = (key, frame, status)
+        return frame, status
+
+
+def holders_fingerprint(snapshot: Snapshot) -> tuple:
+    """Everything the simulated per-GPU frame depends on besides the idle window: the GPU nodes and every pod
+    holding a GPU (job, queue, status, devices, request, usage). Equal fingerprints give equal frames, so the
+    simulated exporter is re-read only when one of these changed (on a 30 s step most ticks change nothing on
+    the GPUs)."""
+    nodes = tuple((n.name, n.gpus, n.gpu_memory_mib, n.gpu_model, n.ready) for n in snapshot.nodes if n.gpus)
+    pods = tuple((job.key, job.queue, t.name, t.status, t.node, tuple(t.gpu_indices), tuple(t.gpu_groups), t.gpu,
+                  t.gpu_memory_mib, t.gpu_devices, t.usage.gpu_memory_mib if t.usage else None,
+                  t.usage.gpu_util if t.usage else None)
+                 for job, t in snapshot.iter_tasks() if t.node and t.is_gpu and t.status in HOLDING)
+    return nodes, pods
+
+
+HOLDING = frozenset({"running", "binding", "releasing", "pipelined"})
+"""Task statuses that hold (or are about to hold) a GPU device, as the exporter and the slices frame see them."""
 
 
 def sim_samples(gpus) -> "pd.DataFrame":
@@ -180,6 +203,7 @@ class LiveLoop:
         self._explained: dict[str, tuple[int, Any]] = {}
         self._last_input: Optional[tuple[Snapshot, Any]] = None
         self.explain_ms_last = 0.0
+        self.last_timings: dict[str, float] = {}
         self.own_metrics = _own_metrics() if publish_metrics else None   # a session's private loop serves none
         label = feed.label if feed is not None else self.options.label()
         self.state.reset(feed.kind if feed is not None else self.options.source, label)
@@ -224,18 +248,35 @@ class LiveLoop:
                 log.warning("tick failed:\n%s", traceback.format_exc())
                 self.state.fail(f"{feed.kind}: {type(exc).__name__}: {exc}")
                 return None
-            session_ms = (_time.perf_counter() - started) * 1000
+            marks = [_time.perf_counter()]
             explanations, note = self._explain(snapshot, result) if explain else (self._cached(result), "")
             self._last_input = (snapshot, result)
+            marks.append(_time.perf_counter())
             scheduled = getattr(result, "snapshot", None) or snapshot
             gpu_frame, metrics_status = self.metrics.frame(scheduled)
-            duration_ms = (_time.perf_counter() - started) * 1000
+            marks.append(_time.perf_counter())
             tick = Tick(index=self._index, wall_time=_time.time(), snapshot=snapshot, result=result,
-                        gpu_frame=gpu_frame, explanations=explanations, duration_ms=duration_ms)
+                        gpu_frame=gpu_frame, explanations=explanations)
+            prev = self.state.tick
+            if gpu_frame is not None and prev is not None and prev.gpu_frame is gpu_frame and prev.tables:
+                tick.tables.update(prev.tables)      # the same GPU frame: the same per-GPU tables
+            # (the per-GPU tables themselves are built by the first view that shows them: gpu_tables)
+            record = record_from_tick(tick)          # the history point: totals and per-queue numbers
+            marks.append(_time.perf_counter())
+            tick = dataclasses.replace(tick, duration_ms=(marks[-1] - started) * 1000)
+            record.totals["cycle_ms"] = tick.duration_ms
+            self.last_timings = {name: (b - a) * 1000 for name, a, b in
+                                 zip(("session_ms", "explain_ms", "gpu_frame_ms", "history_ms"),
+                                     [started, *marks[:-1]], marks)}
+            self.last_timings["tick_ms"] = tick.duration_ms
             self._index += 1
             self.state.metrics_status = metrics_status
-            self.state.publish(tick)
-            self.state.source_detail = (f"{feed.status()} · session {session_ms:,.0f} ms"
+            self.state.history.append(record)
+            self.state.publish(tick, record=False)
+            t = self.last_timings
+            self.state.source_detail = (f"{feed.status()} · tick {t['tick_ms']:,.0f} ms (session "
+                                        f"{t['session_ms']:,.0f}, why-pending {t['explain_ms']:,.0f}, GPU frame "
+                                        f"{t['gpu_frame_ms']:,.0f}, history {t['history_ms']:,.0f})"
                                         + (f" — {note}" if note else ""))
             assess(self.state, feed)   # degraded: what this tick succeeded despite (dashboard.health)
             self._observe(tick)

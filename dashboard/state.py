@@ -96,10 +96,7 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
                 allocated += t.gpus_on(node_mem.get(t.node, 0.0))
     used = idle = math.nan
     if tick.gpu_frame is not None and len(tick.gpu_frame):
-        gpus = gpu_tables(tick)["gpus"]
-        if gpus["gpu_util"].notna().any():
-            used = float(gpus["gpu_util"].fillna(0).sum() / 100.0)
-            idle = float(gpus["idle_allocated"].sum())
+        used, idle = gpu_totals(tick)
     totals = {
         "gpus_total": gpus_total, "gpus_allocated": allocated, "gpus_used": used, "gpus_idle_allocated": idle,
         "pending_jobs": float(pending_jobs), "running_jobs": float(running_jobs),
@@ -124,6 +121,27 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
             "pending_jobs": float(pending_by_queue.get(q.name, 0)),
         }
     return HistoryRecord(tick.cluster_time, tick.wall_time, totals, queues)
+
+
+def gpu_totals(tick: Tick) -> tuple[float, float]:
+    """GPUs in use (sum of DCGM utilisation) and idle-but-allocated GPUs, from the tick's per-GPU table when a
+    view already built it, else straight from the DCGM frame (the device columns repeat on every slice row of
+    a GPU, so the first row of each GPU is the device): the history needs only these two numbers per tick."""
+    if "gpus" in tick.tables:
+        gpus = tick.tables["gpus"]
+        if not gpus["gpu_util"].notna().any():
+            return math.nan, math.nan
+        return float(gpus["gpu_util"].fillna(0).sum() / 100.0), float(gpus["idle_allocated"].sum())
+    frame = tick.gpu_frame
+    if "idle_allocated" not in frame or "gpu_util" not in frame:
+        return math.nan, math.nan
+    devices = frame[frame["gpu_index"] >= 0]
+    first = ~devices.duplicated(["node", "gpu_index"])
+    util = devices.loc[first, "gpu_util"].astype(float)
+    if not util.notna().any():
+        return math.nan, math.nan
+    idle_gpus = devices.loc[devices["idle_allocated"].astype(bool), ["node", "gpu_index"]].drop_duplicates()
+    return float(util.fillna(0).sum()), float(len(idle_gpus))
 
 
 def gpu_tables(tick: Tick) -> dict:
