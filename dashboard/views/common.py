@@ -224,6 +224,21 @@ def _plain(v):
     return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
 
 
+DOWNLOAD_CSS = """
+.bk-btn, .bk-btn-default {color: #e5e7eb !important; border: 1px solid #60a5fa !important;
+  background: rgba(96, 165, 250, 0.12) !important;}
+.bk-btn:hover {background: rgba(96, 165, 250, 0.25) !important;}
+"""
+"""Download buttons read as buttons you can press (Panel's FileDownload ignores ``button_type`` and renders a
+grey, disabled-looking button)."""
+
+
+def download_button(callback, filename: str, label: str, **kw) -> pn.widgets.FileDownload:
+    """A FileDownload styled like the other action buttons."""
+    return pn.widgets.FileDownload(callback=callback, filename=filename, label=label,
+                                   stylesheets=[DOWNLOAD_CSS], **kw)
+
+
 def limit_formatter() -> HTMLTemplateFormatter:
     """Tabulator cell: ``-1`` (KAI's unlimited) as ∞, other numbers as they are."""
     return HTMLTemplateFormatter(template="<% if (value == -1) { %>∞<% } else if (value == null || isNaN(value)) "

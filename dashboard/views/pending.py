@@ -60,7 +60,7 @@ class PendingView(View):
                            formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter()},
                            name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 210, "queue": 90, "wait_s": 76, "gpus_requested": 60, "reason": 150},
+                           widths={"job": 240, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 186},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)

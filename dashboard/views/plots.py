@@ -165,7 +165,8 @@ class TimeSeries:
             self.fig.yaxis.formatter = HOURS_MINUTES
         self.fig.y_range.start = 0
         self.legend = Legend(items=[], location="top_left", label_text_color=TEXT_ON_DARK, background_fill_alpha=0,
-                             border_line_alpha=0, label_text_font_size="12px")
+                             border_line_alpha=0, label_text_font_size="12px",
+                             orientation="horizontal" if legend in ("above", "below") else "vertical")
         self.fig.add_layout(self.legend, legend)
         self.fig.legend.click_policy = "hide"
         _style(self.fig)

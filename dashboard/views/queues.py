@@ -23,8 +23,8 @@ AMOUNTS = ["quota", "limit", "deserved", "fair_share", "allocated", "requested",
 SHY = "\u00ad"       # a soft hyphen: a long title breaks there instead of being cut
 TITLES = {"label": "queue", "priority": f"prio{SHY}rity", "over_quota_weight": "weight",
           "deserved": f"de{SHY}served", "fair_share": "fair share", "allocated": f"al{SHY}lo{SHY}cated",
-          "requested": f"re{SHY}quested", "ratio": "alloc / fair", "borrowed": f"bor{SHY}rowed",
-          "reclaimable": f"re{SHY}claim{SHY}able", "starved_by": "starved by", "running_jobs": f"run{SHY}ning",
+          "requested": f"re{SHY}quest{SHY}ed", "ratio": "alloc / fair", "borrowed": f"bor{SHY}rowed",
+          "reclaimable": f"re{SHY}claim{SHY}able", "starved_by": f"star{SHY}ved by", "running_jobs": f"run{SHY}ning",
           "pending_jobs": f"pend{SHY}ing"}
 TOOLTIPS = {"label": "queue (indented under its parent)", "state": "starved / reclaimable / borrowing / ok / idle",
             "priority": "queue priority (higher is served first)", "quota": "quota (deserved share); ∞ = unlimited",
@@ -64,7 +64,7 @@ class QueuesView(View):
                                        **number_formatters(["over_quota_weight", "priority"], 1),
                                        "state": state_formatter(), "limit": limit_formatter(),
                                        "quota": limit_formatter()},
-                           widths={"state": 98, "label": 150}, frozen_columns=["label"], name="queues-table",
+                           widths={"state": 108, "label": 140}, frozen_columns=["label"], name="queues-table",
                            empty="No queues in this snapshot", layout="fit_columns", min_width=50,
                            configuration={"columnDefaults": {"headerWordWrap": True, "minWidth": 50, "tooltip": True,
                                                              "headerSort": False}})

@@ -18,6 +18,7 @@ from scheduler.snapshot_io import dumps_snapshot, load_snapshot
 from .. import models as M
 from ..models import ViewModel
 from .base import View
+from .common import download_button
 
 TABLES: dict[str, Callable] = {"queues": lambda t: M.queue_table(t, "gpu"), "jobs": M.jobs_table,
                                "pending": M.pending_table, "gpus": M.gpu_table, "gpu_slices": M.slices_table}
@@ -48,7 +49,7 @@ class SnapshotView(View):
 
     def _build(self):
         shared_ok = self.source is not None and self.source.may_change_shared
-        self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False, name="snapshot-file")
+        self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False)
         self.load_btn = pn.widgets.Button(name="Load into my session", button_type="primary")
         self.load_btn.on_click(lambda e: self.import_file())
         self.share_btn = pn.widgets.Button(name="Load for everyone (shared source)", button_type="danger",
@@ -62,20 +63,16 @@ class SnapshotView(View):
         self.share_back_btn.on_click(lambda e: self._back(shared=True))
         self.message = pn.pane.HTML("", sizing_mode="stretch_width")
         self.current = pn.pane.HTML("", sizing_mode="stretch_width")
-        downloads = [pn.widgets.FileDownload(callback=lambda f=f: self._snapshot_text(f),
-                                             filename=f"kaidash-snapshot.{f}", label=f"Snapshot ({f.upper()})",
-                                             button_type="primary", button_style="outline", width=200)
-                     for f in ("yaml", "json")]
+        downloads = [download_button(lambda f=f: self._snapshot_text(f), f"kaidash-snapshot.{f}",
+                                     f"Snapshot ({f.upper()})", width=200) for f in ("yaml", "json")]
         table_rows = []
         for name in TABLES:
             table_rows.append(pn.Row(
                 pn.pane.HTML(f"<b>{name}</b>", width=110),
-                pn.widgets.FileDownload(callback=lambda n=name: self._table_bytes(n, "csv"), filename=f"{name}.csv",
-                                        label=f"{name} as CSV", button_type="primary", button_style="outline",
-                                        width=180),
-                pn.widgets.FileDownload(callback=lambda n=name: self._table_bytes(n, "parquet"),
-                                        filename=f"{name}.parquet", label=f"{name} as Parquet",
-                                        button_type="primary", button_style="outline", width=200)))
+                download_button(lambda n=name: self._table_bytes(n, "csv"), f"{name}.csv", f"{name} as CSV",
+                                width=180),
+                download_button(lambda n=name: self._table_bytes(n, "parquet"), f"{name}.parquet",
+                                f"{name} as Parquet", width=200)))
         who = ("You hold the <b>source-admin</b> role: <i>Load for everyone</i> switches the shared source for "
                "every session, and each of them is told." if shared_ok else
                "Switching the shared source for everyone needs the <b>source-admin</b> role of the access map.")

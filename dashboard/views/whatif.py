@@ -18,7 +18,7 @@ import panel as pn
 from .. import display
 from ..models import WhatIfModel
 from .base import View
-from .common import keyed, number_formatters, table, update_table
+from .common import download_button, keyed, number_formatters, table, update_table
 from .plots import GroupedBars
 
 SUMMARY_ROWS = {
@@ -117,9 +117,8 @@ class WhatIfView(View):
         self.demand.param.watch(lambda e: self._set("demand_scale", float(e.new)), "value_throttled")
         m.param.watch(lambda e: self._rerun(), ["placement_gpu", "gpu_device_order", "replace_running"])
         m.param.watch(lambda e: self._load_sliders(), ["queue", "pool"])
-        self.download = pn.widgets.FileDownload(callback=self._modified_yaml, filename="whatif-snapshot.yaml",
-                                                label="Save what-if as snapshot (YAML)", button_type="primary",
-                                                button_style="outline", sizing_mode="stretch_width")
+        self.download = download_button(self._modified_yaml, "whatif-snapshot.yaml",
+                                        "Save what-if as snapshot (YAML)", sizing_mode="stretch_width")
         self.range_note = pn.pane.HTML("", sizing_mode="stretch_width")
         controls = pn.Column(
             self.base_info, pn.Row(self.pin_btn, self.reset_btn),
