@@ -53,7 +53,8 @@ FPS_JS = """(ms) => new Promise(resolve => {
   const t0 = last;
   let obs = null;
   try {
-    obs = new PerformanceObserver(list => { for (const e of list.getEntries()) { blocked += e.duration; longtasks++; } });
+    obs = new PerformanceObserver(list => {
+      for (const e of list.getEntries()) { blocked += e.duration; longtasks++; } });
     obs.observe({type: 'longtask', buffered: false});
   } catch (e) {}
   function step(now) {

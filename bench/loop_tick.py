@@ -85,7 +85,8 @@ def main() -> int:
         print(f"{nodes} nodes ({r['gpus']} GPUs, {r['jobs']} jobs; first tick {r['first_ms']:,.0f} ms; load "
               f"{r['load']:.1f}): tick {r['tick_ms_p50']:,.0f} ms median, {r['tick_ms_p90']:,.0f} ms p90 wall; "
               f"{r['cpu_p50']:,.0f} ms median CPU · session {r['session_ms_p50']:,.0f} · why-pending lookup "
-              f"{r['explain_ms_p50']:,.0f} · GPU frame {r['gpu_frame_ms_p50']:,.0f} · history {r['history_ms_p50']:,.0f}"
+              f"{r['explain_ms_p50']:,.0f} · GPU frame {r['gpu_frame_ms_p50']:,.0f} · history "
+              f"{r['history_ms_p50']:,.0f}"
               f" · between ticks: {r['explained']}/{r['waiting']} waiting jobs explained, {r['answered']} answered, "
               f"{r['search_ms_per_period']:,.0f} ms searching per period", flush=True)
     print("\n| nodes | tick median (wall) | tick p90 (wall) | tick median (CPU) | session | why-pending lookup | "

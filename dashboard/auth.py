@@ -459,5 +459,6 @@ def access_map_from(args: argparse.Namespace, env: Optional[Mapping[str, str]] =
     return AccessMap.load(path) if path else None
 
 
-__all__ = ["AccessMap", "ROLES", "ScopedState", "ScopedHistory", "scope_tick", "expand", "serve_kwargs", "add_auth_arguments",
+__all__ = ["AccessMap", "ROLES", "ScopedState", "ScopedHistory", "scope_tick", "expand", "serve_kwargs",
+           "add_auth_arguments",
            "configure_access", "session_state", "access_map_from", "user_and_groups", "ALL"]

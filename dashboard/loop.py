@@ -90,6 +90,7 @@ class MetricsReader:
         self._recent_util: list[dict] = []
         self.idle_window_ticks = idle_window_ticks
         self._last: Optional[tuple] = None     # (inputs fingerprint, frame, status): the simulated frame's cache
+        self._last_gpus: list = []
 
     @property
     def exporter(self):
@@ -125,8 +126,11 @@ class MetricsReader:
 
         if not any(t.usage is not None for _, t in snapshot.iter_tasks()):
             return None, "no GPU metrics: the snapshot carries no usage (pass --prometheus URL for DCGM data)"
-        gpus = simulate_gpus(snapshot)
-        samples = sim_samples(gpus)
+        holders = holders_fingerprint(snapshot)
+        if self._last is not None and self._last[0][0] == holders:
+            gpus = self._last_gpus                   # the same holders: the exporter would say the same
+        else:
+            gpus = self._last_gpus = simulate_gpus(snapshot)
         util = {(g.node, g.index): g.values.get("gpu_util") for g in gpus}
         self._recent_util = (self._recent_util + [util])[-self.idle_window_ticks:]
         idle_max = None
@@ -134,10 +138,10 @@ class MetricsReader:
             keys = set.intersection(*(set(u) for u in self._recent_util))
             idle_max = {k: max(u[k] for u in self._recent_util) for k in keys
                         if all(u[k] is not None for u in self._recent_util)}
-        key = (holders_fingerprint(snapshot), tuple(sorted(idle_max.items())) if idle_max is not None else None)
+        key = (holders, tuple(sorted(idle_max.items())) if idle_max is not None else None)
         if self._last is not None and self._last[0] == key:
             return self._last[1], self._last[2]        # nothing a GPU shows changed: the same frame object
-        frame = dcgm.build_gpu_frame(snapshot, samples, idle_max)
+        frame = dcgm.build_gpu_frame(snapshot, sim_samples(gpus), idle_max)
         status = f"simulated dcgm-exporter ({len(gpus)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
         self._last = (key, frame, status)
         return frame, status
@@ -165,17 +169,23 @@ def sim_samples(gpus) -> "pd.DataFrame":
     exporter's GPUs: what parsing its ``/metrics`` text would give, without rendering and re-parsing 10
     series per GPU every tick. Each device series carries the pod dcgm-exporter credits (whole-GPU holder, or
     KAI's reservation pod on a shared GPU)."""
+    import numpy as np
     import pandas as pd
     from scheduler.metrics.dcgm import SAMPLE_COLUMNS
 
-    rows = []
-    for g in gpus:
-        pod = g.credited
-        for field, value in g.values.items():
-            rows.append((g.node, g.index, g.uuid, g.model_name, field, float(value),
-                         pod.pod if pod else "", pod.namespace if pod else "", pod.container if pod else "",
-                         "", ""))
-    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+    counts = [len(g.values) for g in gpus]
+    per_gpu = {"host": [g.node for g in gpus], "gpu_index": [g.index for g in gpus], "uuid": [g.uuid for g in gpus],
+               "model": [g.model_name for g in gpus],
+               "pod": [g.credited.pod if g.credited else "" for g in gpus],
+               "namespace": [g.credited.namespace if g.credited else "" for g in gpus],
+               "container": [g.credited.container if g.credited else "" for g in gpus]}
+    columns = {k: np.repeat(np.asarray(v, dtype=object if k != "gpu_index" else np.int64), counts)
+               for k, v in per_gpu.items()}
+    columns["field"] = np.asarray([f for g in gpus for f in g.values], dtype=object)
+    columns["value"] = np.fromiter((float(v) for g in gpus for v in g.values.values()), dtype=float,
+                                   count=sum(counts))
+    columns["pod_uid"] = columns["mig"] = np.full(sum(counts), "", dtype=object)
+    return pd.DataFrame({c: columns[c] for c in SAMPLE_COLUMNS})
 
 
 class LiveLoop:

@@ -23,10 +23,13 @@ class SourceOptions(param.Parameterized):
     source = param.Selector(default="sim", objects=list(SOURCES),
                             doc="sim: embedded synthetic cluster; kube: live cluster (read-only); "
                                 "snapshot: a file (ours or a KAI zip); trace: Alibaba GPU trace replay")
-    context = param.String(default="", label="Kube context", doc="kubeconfig context for --source kube (empty: current/in-cluster)")
-    snapshot = param.String(default="", label="Snapshot file", doc="snapshot file (YAML/JSON, or a KAI /get-snapshot zip)")
+    context = param.String(default="", label="Kube context",
+                           doc="kubeconfig context for --source kube (empty: current/in-cluster)")
+    snapshot = param.String(default="", label="Snapshot file",
+                            doc="snapshot file (YAML/JSON, or a KAI /get-snapshot zip)")
     trace = param.String(default="alibaba", doc="trace to replay for --source trace")
-    prometheus = param.String(default="", label="Prometheus URL", doc="Prometheus URL for real DCGM data (empty: simulated/none)")
+    prometheus = param.String(default="", label="Prometheus URL",
+                              doc="Prometheus URL for real DCGM data (empty: simulated/none)")
     period_s = param.Number(default=2.0, bounds=(0.1, 3600), label="Loop period (s)", doc="live loop period, seconds")
     seed = param.Integer(default=7, doc="seed of the synthetic scenario (sim)")
     nodes = param.Integer(default=64, bounds=(1, 10_000), doc="nodes in the synthetic scenario (sim)")

@@ -4,6 +4,7 @@ cluster) in headless Chromium, 1280×720 (what a laptop shows without scrolling)
     python docs/make_dashboard_screenshots.py [--out docs/screenshots] [--size 1280x720] [--warmup 40]
 
 ``--warmup`` seconds of ticking first, so the Timeline has a history and why-pending searches have answered.
+The What-if is also shot with the fragmentation-aware placement selected (``whatif-fragaware.png``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def main() -> int:
                 path = out / f"{view}.png"
                 page.screenshot(path=str(path))
                 print(f"wrote {path}")
+                if view == "whatif":        # also the fragmentation-aware placement (docs/placement-quality.md)
+                    page.get_by_role("button", name="fragaware", exact=True).click()
+                    page.locator('[data-whatif="overrides"]', has_text="fragaware").wait_for(timeout=120_000)
+                    page.wait_for_timeout(1500)
+                    page.screenshot(path=str(out / "whatif-fragaware.png"))
+                    print(f"wrote {out / 'whatif-fragaware.png'}")
                 page.close()
             browser.close()
     finally:

@@ -30,7 +30,8 @@ MUTED_ON_DARK = "#b6bcc6"
 
 CSS = """
 .kd-kpis {display:flex; flex-wrap:wrap; gap:10px; width:100%;}
-.kd-kpi {flex:1 1 150px; min-width:140px; border-radius:6px; padding:8px 12px; background:var(--kd-card, rgba(127,127,127,.10));
+.kd-kpi {flex:1 1 150px; min-width:140px; border-radius:6px; padding:8px 12px;
+         background:var(--kd-card, rgba(127,127,127,.10));
          border-left:4px solid var(--kd-accent, #4e79a7);}
 .kd-kpi .kd-label {font-size:12px; color:#b6bcc6; text-transform:uppercase; letter-spacing:.04em;}
 .kd-kpi .kd-value {font-size:26px; font-weight:600; line-height:1.2; font-variant-numeric: tabular-nums;}
@@ -38,7 +39,8 @@ CSS = """
 .kd-badge {display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; color:#fff;
            white-space:nowrap;}
 .kd-alerts {margin:0; padding:0; list-style:none; font-size:14px;}
-.kd-alerts li {padding:5px 8px; margin-bottom:4px; border-left:4px solid; border-radius:3px; background:rgba(127,127,127,.08);}
+.kd-alerts li {padding:5px 8px; margin-bottom:4px; border-left:4px solid; border-radius:3px;
+               background:rgba(127,127,127,.08);}
 .kd-banner {padding:6px 12px; border-radius:4px; background:#991b1b; color:#fff; font-weight:600;}
 .kd-note {padding:6px 12px; border-radius:4px; background:rgba(96,165,250,.12); border-left:4px solid #60a5fa;}
 .kd-private {padding:6px 12px; border-radius:4px; background:#3b2f0b; border-left:4px solid #f59e0b; color:#fde68a;}

@@ -206,5 +206,6 @@ def queue_colour_cycle(i: int) -> str:
     return QUEUE_PALETTE[i % len(QUEUE_PALETTE)]
 
 
-__all__ = ["GroupedBars", "TimeSeries", "assign_columns", "share_bars", "update_share_bars", "MEASURES", "MEASURE_COLOURS",
+__all__ = ["GroupedBars", "TimeSeries", "assign_columns", "share_bars", "update_share_bars", "MEASURES",
+           "MEASURE_COLOURS",
            "HOURS_MINUTES"]

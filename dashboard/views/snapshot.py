@@ -77,8 +77,9 @@ class SnapshotView(View):
                "every session, and each of them is told." if shared_ok else
                "Switching the shared source for everyone needs the <b>source-admin</b> role of the access map.")
         return pn.Column(
-            pn.Card(pn.Column(pn.pane.HTML('<div class="kd-muted">Our snapshot format (YAML/JSON, docs/snapshot-format.md)'
-                                           ' or the zip KAI\'s scheduler serves at <code>/get-snapshot</code>. It '
+            pn.Card(pn.Column(pn.pane.HTML('<div class="kd-muted">Our snapshot format (YAML/JSON, '
+                                           'docs/snapshot-format.md) or the zip KAI\'s scheduler serves at '
+                                           '<code>/get-snapshot</code>. It '
                                            'opens in <b>your session only</b> (static) until you go back; everyone '
                                            f'else keeps the live view. {who}</div>'),
                               pn.pane.HTML("<b>Snapshot file</b> (.yaml, .yml, .json or a KAI .zip)"),
@@ -102,8 +103,9 @@ class SnapshotView(View):
         try:
             snap = load_uploaded(filename, data)
         except (KaidashError, ValueError, OSError) as exc:
-            self.message.object = (f'<div class="kd-banner" data-import="error">Could not import {html.escape(filename or "")}:'
-                                   f'<pre style="white-space:pre-wrap;margin:4px 0 0">{html.escape(str(exc))}</pre></div>')
+            self.message.object = (f'<div class="kd-banner" data-import="error">Could not import '
+                                   f'{html.escape(filename or "")}:<pre style="white-space:pre-wrap;margin:4px 0 0">'
+                                   f'{html.escape(str(exc))}</pre></div>')
             return False
         label = f"imported {filename}"
         if self.source is None:

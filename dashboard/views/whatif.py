@@ -107,8 +107,8 @@ class WhatIfView(View):
                                                                 button_style="outline", name="GPU placement strategy")
         self.order = pn.widgets.RadioButtonGroup.from_param(m.param.gpu_device_order, button_type="primary",
                                                             button_style="outline", name="GPU device order")
-        self.replace = pn.widgets.Checkbox.from_param(m.param.replace_running,
-                                                      name="re-place running work (compare clusters placed from scratch)")
+        self.replace = pn.widgets.Checkbox.from_param(
+            m.param.replace_running, name="re-place running work (compare clusters placed from scratch)")
         self.k_value = pn.widgets.FloatSlider(name="k-value (time-based fair share)", start=0, end=10, step=0.1,
                                               value=1.0, sizing_mode="stretch_width")
         self.k_value.param.watch(lambda e: self._set("k_value", float(e.new)), "value_throttled")
@@ -132,7 +132,8 @@ class WhatIfView(View):
         self.changes = pn.pane.HTML("", sizing_mode="stretch_width")
         self.outcome = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = table(pd.DataFrame(columns=["metric", "before", "after", "delta"]), height=None,
-                             titles={"delta": "Δ"}, name="whatif-summary", widths={"metric": 360}, layout="fit_columns",
+                             titles={"delta": "Δ"}, name="whatif-summary", widths={"metric": 360},
+                             layout="fit_columns",
                              text_align={"before": "right", "after": "right", "delta": "right"},
                              empty="No result: see the message above")
         self.queues = table(pd.DataFrame(columns=WhatIfModel.QUEUE_DIFF_COLUMNS), height=None, name="whatif-queues",
