@@ -44,7 +44,7 @@ def configure_panel(theme: str = "dark") -> None:
     """
     if Fast._resources.get("font"):
         Fast._resources = {**Fast._resources, "font": {}}
-    pn.extension("tabulator", design="fast", theme=theme, notifications=True, sizing_mode="stretch_width")
+    pn.extension("tabulator", design="fast", theme=theme, sizing_mode="stretch_width")   # no toasts: the header says it
     ensure_css()
 
 

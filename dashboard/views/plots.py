@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 import pandas as pd
-from bokeh.models import (ColumnDataSource, CustomJSHover, CustomJSTickFormatter, DatetimeTickFormatter,
+from bokeh.models import (AdaptiveTicker, ColumnDataSource, CustomJSHover, CustomJSTickFormatter, DatetimeTickFormatter,
                           FactorRange, HoverTool, Label, Legend, LegendItem)
 from bokeh.plotting import figure
 
@@ -163,6 +163,8 @@ class TimeSeries:
         self.fig.yaxis.axis_label = ylabel
         if duration:
             self.fig.yaxis.formatter = HOURS_MINUTES
+            # ticks on whole minutes and hours (1, 2, 5, 10, 15, 30 min, 1, 2, 5, 10 h ...), not 1h40 / 2h13
+            self.fig.yaxis.ticker = AdaptiveTicker(base=60, mantissas=[1, 2, 5, 10, 15, 30], min_interval=60)
         self.fig.y_range.start = 0
         self.legend = Legend(items=[], location="top_left", label_text_color=TEXT_ON_DARK, background_fill_alpha=0,
                              border_line_alpha=0, label_text_font_size="12px",

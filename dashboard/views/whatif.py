@@ -103,8 +103,7 @@ class WhatIfView(View):
         self.nodes = pn.widgets.IntSlider(name="Nodes added (+) / removed (-)", start=-16, end=16, value=0,
                                           sizing_mode="stretch_width")
         self.nodes.param.watch(lambda e: self._set("node_delta", int(e.new)), "value_throttled")
-        self.placement = pn.widgets.RadioButtonGroup.from_param(m.param.placement_gpu, button_type="primary",
-                                                                button_style="outline", name="GPU placement strategy")
+        self.placement = pn.widgets.Select.from_param(m.param.placement_gpu, name="GPU placement strategy")
         self.order = pn.widgets.RadioButtonGroup.from_param(m.param.gpu_device_order, button_type="primary",
                                                             button_style="outline", name="GPU device order")
         self.replace = pn.widgets.Checkbox.from_param(
@@ -138,8 +137,8 @@ class WhatIfView(View):
                              empty="No result: see the message above")
         self.queues = table(pd.DataFrame(columns=WhatIfModel.QUEUE_DIFF_COLUMNS), height=None, name="whatif-queues",
                             titles=QUEUE_TITLES, groups=GROUPS, frozen_columns=["queue"], layout="fit_columns",
-                            widths={"queue": 100, **{c: 40 if c.endswith("delta") else 54
-                                                     for cols in GROUPS.values() for c in cols}},
+                            widths={"queue": 96, **{c: 36 if c.endswith("delta") else 50
+                                                    for cols in GROUPS.values() for c in cols}},
                             configuration={"columnDefaults": {"headerWordWrap": True, "minWidth": 42,
                                                               "tooltip": True, "headerSort": False}},
                             formatters=number_formatters(["fair_share_before", "fair_share_after",
