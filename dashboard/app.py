@@ -128,6 +128,8 @@ class Dashboard(pn.viewable.Viewer):
         self._update_status()
 
     def _show(self, name: str) -> None:
+        if self.loop is not None:
+            self.loop.hold_searches(5.0)        # building and drawing a view come before why-pending searches
         v = self.view(name)
         v.refresh()
         self.title.object = f'<h2 style="margin:4px 0" data-view="{name}">{VIEW_TITLES[name]}</h2>'

@@ -212,6 +212,7 @@ class LiveLoop:
         self.between_ticks_budget_ms = 1500.0
         self._explained: dict[str, tuple[int, Any]] = {}
         self._last_input: Optional[tuple[Snapshot, Any]] = None
+        self._searches_held_until = 0.0
         self.explain_ms_last = 0.0
         self.last_timings: dict[str, float] = {}
         self.own_metrics = _own_metrics() if publish_metrics else None   # a session's private loop serves none
@@ -329,6 +330,11 @@ class LiveLoop:
         self._explained = {k: v for k, v in self._explained.items() if k in waiting}
         return {k: v for k, (_, v) in self._explained.items()}
 
+    def hold_searches(self, seconds: float = 5.0) -> None:
+        """No why-pending search for ``seconds`` (a page is being built: it gets the CPU first; searches are
+        the loop's lowest-priority work and hold the interpreter while they run)."""
+        self._searches_held_until = max(self._searches_held_until, _time.monotonic() + seconds)
+
     def explain_between_ticks(self, deadline: float) -> int:
         """Counterfactual searches on the last tick, one job at a time, until ``deadline`` (``time.monotonic``);
         returns how many jobs were explained. Jobs never explained go first, then the longest waiting; each
@@ -346,7 +352,7 @@ class LiveLoop:
         began = _time.monotonic()
         for key in due:
             left_ms = (deadline - _time.monotonic()) * 1000
-            if left_ms < 50:
+            if left_ms < 50 or _time.monotonic() < self._searches_held_until:
                 break
             try:
                 fresh = explanations_by_job(explain(snapshot, result, jobs=[key],

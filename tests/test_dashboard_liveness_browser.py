@@ -19,20 +19,9 @@ import time
 
 import pytest
 
-from test_dashboard_browser import CHROMIUM, Page, Server
+from test_dashboard_browser import Page, Server, browser, playwright_api  # noqa: F401 (fixture, skip)
 
 pytestmark = pytest.mark.browser
-
-playwright_api = pytest.importorskip("playwright.sync_api")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 def _badge(page) -> str:

@@ -24,7 +24,7 @@ from dashboard.state import LiveState
 from scheduler.snapshot_io import loads_snapshot
 from scheduler.whatif import WhatIf, WhatIfRunner
 
-from test_dashboard_models import SCENARIO
+from test_dashboard_models import SCENARIO, snapshot, state  # noqa: F401 (fixtures)
 
 pn = pytest.importorskip("panel")
 
@@ -34,18 +34,6 @@ from dashboard.views import common, gpus as gpus_view, plots  # noqa: E402
 from dashboard.views.whatif import summary_rows  # noqa: E402
 
 configure_panel()
-
-
-@pytest.fixture
-def snapshot():
-    return loads_snapshot(SCENARIO)
-
-
-@pytest.fixture
-def state(snapshot):
-    st = LiveState()
-    publish_snapshot(st, snapshot, "test scenario")
-    return st
 
 
 @pytest.fixture(scope="module")

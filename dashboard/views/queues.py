@@ -73,10 +73,10 @@ class QueuesView(View):
         self.bars = share_bars()
         self.unit = pn.pane.HTML("", sizing_mode="stretch_width")
         self.detail_title = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.jobs = table(self._jobs_frame(""), height=260, titles={"age_s": "age"},
+        self.jobs = table(self._jobs_frame("").iloc[0:0], height=260, titles={"age_s": "age"},
                           formatters={**number_formatters(["gpus"]), "age_s": duration_formatter()},
                           widths={"nodes": 200, "reason": 200, "job": 230}, name="queue-jobs",
-                          empty="No jobs in this queue")
+                          empty="No queue selected, or no jobs in it")
         self.history = TimeSeries("GPUs", height=220, empty="No history for this queue yet")
         self.legend = pn.pane.HTML(" ".join(badge(k, v) for k, v in STATE_COLOURS.items())
                                    + '<span class="kd-muted"> · hover a column title for what it means · alloc / '
@@ -126,8 +126,8 @@ class QueuesView(View):
         row = df[df["queue"] == q]
         res = m.resource
         if not q or not len(row):
-            self.detail_title.object = ('<div class="kd-muted">Click a queue in the table to see its jobs and '
-                                        'history. Showing all jobs.</div>')
+            self.detail_title.object = ('<div class="kd-muted">Click a queue in the table to see its jobs (the '
+                                        'whole subtree for a department) and its history.</div>')
         else:
             r = row.iloc[0]
             amount = lambda x: "unlimited" if x == -1 else display.resource(x, res)  # noqa: E731
@@ -137,7 +137,8 @@ class QueuesView(View):
                 f'{display.number(r["over_quota_weight"])} · priority {r["priority"]}<br>deserved '
                 f'<b>{amount(r["deserved"])}</b> → fair share <b>{amount(r["fair_share"])}</b> → allocated '
                 f'<b>{amount(r["allocated"])}</b> of requested <b>{amount(r["requested"])}</b></div>')
-        update_table(self.jobs, self._jobs_frame(q or ""))
+        # Only a selected queue's jobs: all jobs of a large cluster are a big table to send with every page.
+        update_table(self.jobs, self._jobs_frame(q) if q and len(row) else self._jobs_frame("").iloc[0:0])
         hist = m.history(q) if q else None
         if hist is not None and len(hist):
             import pandas as pd
