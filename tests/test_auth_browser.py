@@ -135,7 +135,7 @@ def test_a_user_mapped_to_one_queue_sees_no_other_queue(served, browser):
     ctx, page, _ = _context_page(browser)
     try:
         _login(page, server.url, "alice")
-        page.goto(server.url + "?view=queues", wait_until="networkidle", timeout=90_000)
+        page.goto(server.url + "?view=queues&queue=vision", wait_until="networkidle", timeout=90_000)
         page.locator('[data-view="queues"]').wait_for(timeout=60_000)
         page.locator(".tabulator-row", has_text="vision").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1500)

@@ -288,3 +288,13 @@ def test_static_feed_publishes_once(snapshot):
     loop.metrics = MetricsReader(simulated=False)
     first = loop.step()
     assert loop.step() is first and loop.own_metrics is None
+
+
+def test_simulated_pods_that_started_later_have_real_usage(sim_loop):
+    for _ in range(3):
+        sim_loop.step()
+    snap = sim_loop.state.tick.scheduled
+    running = [t for _, t in snap.iter_tasks() if t.status == "running" and t.is_gpu]
+    assert running and all(t.usage is not None for t in running)       # none reads as idle for want of data
+    started_later = [t for j, t in snap.iter_tasks() if t.status == "running" and j.creation_time > 1767225600.0]
+    assert started_later, "some arrival started during the run"
