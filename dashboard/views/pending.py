@@ -14,19 +14,19 @@ from ..models import PendingModel
 from .base import View
 from .common import badge, duration_formatter, keyed, number_formatters, table, update_table
 
-COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "counterfactual", "message"]
-TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
-          "message": "scheduler's message"}
+COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "counterfactual"]
+"""The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
+it left no room to read the counterfactual at 1280 px)."""
+TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if"}
 TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested": "GPUs the pending tasks request",
             "wait_s": "time since the job was created", "reason": "KAI's reason code for the last decision",
             "counterfactual": "the smallest change found that would start it (why-pending search); expand the row "
-                              "or click it for the full text",
-            "message": "the scheduler's own message; expand the row or click it for the full text"}
+                              "or click it for the full text and the scheduler's message"}
 REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", "PreemptionDelayNotElapsed": "#7e22ce",
                   "QueueDoesNotExist": "#854d0e", "NotEnoughResources": "#1d4ed8", "PodSchedulingErrors": "#1d4ed8",
                   "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d"}
 """Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
-NOT_YET = "not explained yet (a few waiting jobs are explained per tick)"
+NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
 
 
 def _details_html(details) -> str:
@@ -60,7 +60,7 @@ class PendingView(View):
                            formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter()},
                            name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 240, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 186},
+                           widths={"job": 240, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 200},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
