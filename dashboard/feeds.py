@@ -101,7 +101,7 @@ class SimFeed(Feed):
 
     def __init__(self, snapshot: Snapshot, arrivals: Optional[list] = None, step_s: float = 30.0,
                  label: str = "simulated cluster", refill: Optional[Callable[[int], list]] = None,
-                 usage: Optional[Callable] = None):
+                 usage: Optional[Callable] = None, patience_s: Optional[float] = None):
         from scheduler.simulate import Simulator
 
         super().__init__(snapshot, label)
@@ -113,7 +113,7 @@ class SimFeed(Feed):
         self._schedule: Optional[Schedule] = None
         self._input: Optional[Snapshot] = None
         self.sim = Simulator(snapshot, arrivals or [], period_s=step_s, fast_forward=False,
-                             session=self._session)
+                             session=self._session, patience_s=patience_s)
         self.last_step = None
 
     def _session(self, snap: Snapshot):
@@ -161,8 +161,9 @@ class SimFeed(Feed):
 
     def status(self) -> str:
         s = self.sim
+        gave_up = f" · {s.withdrawn_total} withdrawn after waiting too long" if s.withdrawn_total else ""
         return (f"{self.label}: cycle {s.cycles_run} every {self.step_s:g} cluster-s · {s.arrived_total} arrived · "
-                f"{s.completed_total} completed · {s.evicted_total} evicted · {len(s.events)} events queued")
+                f"{s.completed_total} completed{gave_up} · {s.evicted_total} evicted · {len(s.events)} events queued")
 
 
 def _offset(item: Any) -> float:
@@ -209,7 +210,12 @@ def make_feed(options: SourceOptions) -> Feed:
         return [(a.offset_s, _renamed(a.job, f"-r{k}")) for a in more.arrivals]
 
     return SimFeed(scenario.snapshot, list(scenario.arrivals), step_s=step, label=options.label(), refill=refill,
-                   usage=usage_for)
+                   usage=usage_for, patience_s=DEMO_PATIENCE_S)
+
+
+DEMO_PATIENCE_S = 8 * 3600.0
+"""In the embedded demo, a job that never started is withdrawn after waiting 8 cluster hours, as people delete
+jobs stuck pending: the backlog of huge gangs stays bounded when the demo runs for days."""
 
 
 def _trace_feed(options: SourceOptions, step: float) -> Feed:
