@@ -1,5 +1,8 @@
 """Server-side cost of the dashboard: building each view for 64 and 1,000 nodes, and what-if slider → diff.
 
+Per view also "page": the whole page a new browser session gets (template, header, navigation and the view,
+as a Bokeh document), which is what the server does before the browser receives any HTML.
+
 For each size: one static tick of the seeded synthetic scenario (engine session, why-pending, simulated
 DCGM frame), then per view the time to construct it and render its Bokeh models (what a new browser session
 pays), and the time to re-render it on a new tick (what every session pays each period). What-if: one slider
@@ -77,6 +80,16 @@ def bench_size(nodes: int, repeats: int) -> dict:
             view.refresh(force=True)
         out[f"refresh_{name}_ms"] = median_ms(rerender, repeats)
         out[f"refresh_{name}_cpu_ms"] = CPU["last"]
+
+        def page(name=name):
+            from bokeh.document import Document
+
+            from dashboard.app import Dashboard
+            from dashboard.models import Selection
+
+            Dashboard(state, loop, selection=Selection(view=name)).template().server_doc(Document())
+        out[f"page_{name}_ms"] = median_ms(page, repeats)
+        out[f"page_{name}_cpu_ms"] = CPU["last"]
     return out
 
 
@@ -127,10 +140,11 @@ def main() -> int:
         r = bench_size(size, args.repeats)
         print(f"\n{size} nodes ({r['gpus']} GPUs, {r['jobs']} jobs): loop tick {r['tick_ms']:.0f} ms "
               f"(first {r['first_tick_ms']:.0f} ms)")
-        print(f"  {'view':<10} {'build ms':>9} {'(CPU)':>7} {'refresh ms':>11} {'(CPU)':>7}")
+        print(f"  {'view':<10} {'build ms':>9} {'(CPU)':>7} {'refresh ms':>11} {'(CPU)':>7} {'page ms':>8} {'(CPU)':>7}")
         for name in VIEWS:
             print(f"  {name:<10} {r[f'build_{name}_ms']:>9.0f} {r[f'build_{name}_cpu_ms']:>7.0f} "
-                  f"{r[f'refresh_{name}_ms']:>11.0f} {r[f'refresh_{name}_cpu_ms']:>7.0f}")
+                  f"{r[f'refresh_{name}_ms']:>11.0f} {r[f'refresh_{name}_cpu_ms']:>7.0f} "
+                  f"{r[f'page_{name}_ms']:>8.0f} {r[f'page_{name}_cpu_ms']:>7.0f}")
     w = bench_whatif(args.repeats)
     print("\nwhat-if on 64 nodes (median; budget 300 ms):")
     for k, v in w.items():
