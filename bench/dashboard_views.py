@@ -140,7 +140,8 @@ def main() -> int:
         r = bench_size(size, args.repeats)
         print(f"\n{size} nodes ({r['gpus']} GPUs, {r['jobs']} jobs): loop tick {r['tick_ms']:.0f} ms "
               f"(first {r['first_tick_ms']:.0f} ms)")
-        print(f"  {'view':<10} {'build ms':>9} {'(CPU)':>7} {'refresh ms':>11} {'(CPU)':>7} {'page ms':>8} {'(CPU)':>7}")
+        print(f"  {'view':<10} {'build ms':>9} {'(CPU)':>7} {'refresh ms':>11} {'(CPU)':>7} {'page ms':>8} "
+              f"{'(CPU)':>7}")
         for name in VIEWS:
             print(f"  {name:<10} {r[f'build_{name}_ms']:>9.0f} {r[f'build_{name}_cpu_ms']:>7.0f} "
                   f"{r[f'refresh_{name}_ms']:>11.0f} {r[f'refresh_{name}_cpu_ms']:>7.0f} "

@@ -44,7 +44,8 @@ def configure_panel(theme: str = "dark") -> None:
     """
     if Fast._resources.get("font"):
         Fast._resources = {**Fast._resources, "font": {}}
-    pn.extension("tabulator", design="fast", theme=theme, sizing_mode="stretch_width")   # no toasts: the header says it
+    # no notifications extension: the header says what toasts would
+    pn.extension("tabulator", design="fast", theme=theme, sizing_mode="stretch_width")
     ensure_css()
 
 
@@ -93,6 +94,7 @@ class Dashboard(pn.viewable.Viewer):
         self._show(self.selection.view)
         self._update_status()
         self._callback = None
+        self._doc = None
 
     @property
     def state(self) -> LiveState:
@@ -136,7 +138,13 @@ class Dashboard(pn.viewable.Viewer):
         self.main.objects = [self.notice_row, self.scope_row, self.title, v]
 
     def tick(self) -> None:
-        """Periodic: heartbeat and live status, announcements, and the active view if a new tick arrived."""
+        """Periodic: heartbeat and live status, announcements, and the active view if a new tick arrived.
+
+        Nothing while no browser is connected: a closed tab's session lingers until the server's cleanup, and
+        rendering for it would only take time from the pages people look at."""
+        session = getattr(getattr(self._doc, "session_context", None), "session", None)
+        if session is not None and session.connection_count == 0:
+            return
         self._update_status()
         self._check_announcement()
         self.view(self.selection.view).refresh()
@@ -172,6 +180,7 @@ class Dashboard(pn.viewable.Viewer):
     def start(self) -> None:
         """Start this session's refresh (server only)."""
         if self._callback is None and pn.state.curdoc is not None:
+            self._doc = pn.state.curdoc
             self._callback = pn.state.add_periodic_callback(self.tick, period=int(self.refresh_s * 1000))
             pn.state.curdoc.on_session_destroyed(lambda ctx: self.source.close())
 
@@ -199,6 +208,7 @@ def build_app(loop: Optional[LiveLoop] = None, selection: Optional[Selection] = 
     quiet_closed_sessions()
     if loop is None:
         loop = get_loop(SourceOptions.from_args(sys.argv[1:], base=SourceOptions.from_env()))
+    loop.hold_searches(5.0)            # a page is being built: why-pending searches wait
     selection = selection or Selection()
     if sync_url and pn.state.location is not None:
         query = dict(pn.state.location.query_params or {})

@@ -209,7 +209,7 @@ class LiveLoop:
         self.explain_budget_ms = 40.0
         self.explain_ttl_ticks = 30
         self.between_ticks_share = 0.35
-        self.between_ticks_budget_ms = 1500.0
+        self.between_ticks_budget_ms = 600.0     # per job: a search yields to a page being built this quickly
         self._explained: dict[str, tuple[int, Any]] = {}
         self._last_input: Optional[tuple[Snapshot, Any]] = None
         self._searches_held_until = 0.0

@@ -42,8 +42,10 @@ class Liveness(ReactiveHTML):
     reload_after_lost = param.Boolean(default=True, doc="reload the page when the server answers again")
 
     _template = """
-<div id="live" class="kd-live" style="display:flex;align-items:center;gap:8px;color:#fff;font-size:14px;white-space:nowrap">
-  <span id="badge" class="kd-badge" data-live="badge" role="status" aria-live="polite" style="background:#4b5563">starting</span>
+<div id="live" class="kd-live"
+     style="display:flex;align-items:center;gap:8px;color:#fff;font-size:14px;white-space:nowrap">
+  <span id="badge" class="kd-badge" data-live="badge" role="status" aria-live="polite"
+        style="background:#4b5563">starting</span>
   <span id="age" data-live="age">data age –</span>
   <span id="src" data-live="source" style="color:#d1d5db;overflow:hidden;text-overflow:ellipsis;max-width:520px"></span>
   <div id="banner" data-live="banner" role="alert" hidden

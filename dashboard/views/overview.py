@@ -20,7 +20,8 @@ def health_html(h: dict, cycle_ms: float | None = None) -> str:
     status = badge(h["status"], STATUS_COLOURS.get(h["status"], "#4b5563"))
     rows = [("source", html.escape(h["label"] or h["source"])), ("status", status),
             ("last tick", f'{display.clock(h["last_tick_wall"])} (tick '
-                          f'{h["tick_index"] if h["tick_index"] is not None else "–"}; the header counts the data age)'),
+                          f'{h["tick_index"] if h["tick_index"] is not None else "–"}; '
+                          'the header counts the data age)'),
             ("cycle", "–" if cycle_ms is None else f"{cycle_ms:,.0f} ms"),
             ("metrics", html.escape(h["metrics"] or "–")),
             ("detail", html.escape(h["detail"] or "–"))]

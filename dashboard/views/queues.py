@@ -92,7 +92,8 @@ class QueuesView(View):
             pn.Card(pn.pane.Bokeh(self.bars.fig, sizing_mode="stretch_width"), title="Per leaf queue",
                     sizing_mode="stretch_width", collapsible=False),
             pn.Card(pn.Column(self.detail_title, self.jobs,
-                              pn.pane.Bokeh(self.history.fig, sizing_mode="stretch_width"), sizing_mode="stretch_width"),
+                              pn.pane.Bokeh(self.history.fig, sizing_mode="stretch_width"),
+                              sizing_mode="stretch_width"),
                     title="Selected queue: jobs and history", sizing_mode="stretch_width", collapsible=False),
             sizing_mode="stretch_width")
 
