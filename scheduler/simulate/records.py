@@ -173,19 +173,17 @@ class Recorder:
         return rec
 
     def job_finished(self, key: str, time: float) -> None:
-        rec = self.active_jobs.pop(key, None)
-        if rec is None:
-            return
-        rec.completed(time)
-        self.finished_jobs.append(rec)
-        self.finished_total += 1
+        self._close(key, time, JobRecord.completed)
 
     def job_withdrawn(self, key: str, time: float) -> None:
         """A job that never ran left the cluster (its owner gave up waiting)."""
+        self._close(key, time, JobRecord.withdrawn)
+
+    def _close(self, key: str, time: float, end) -> None:
         rec = self.active_jobs.pop(key, None)
         if rec is None:
             return
-        rec.withdrawn(time)
+        end(rec, time)
         self.finished_jobs.append(rec)
         self.finished_total += 1
 
