@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 from scheduler.model import Snapshot
 
+from .feeds import Feed
 from .loop import LiveLoop, MetricsReader, publish_snapshot
 from .options import SourceOptions
 from .state import LiveState
@@ -84,11 +85,12 @@ class SessionSource:
         self._set_private(state, f"{label} ({ONLY_YOU})")
         return self.state
 
-    def use_options(self, options: SourceOptions) -> LiveState:
-        """This session runs its own loop on ``options`` (ticks until the session ends or goes back)."""
+    def use_options(self, options: SourceOptions, feed: Optional[Feed] = None) -> LiveState:
+        """This session runs its own loop on ``options`` (ticks until the session ends or goes back);
+        ``feed``: one already built from them (a snapshot file read and checked before switching)."""
         self._stop_private()
         state = LiveState(period_s=options.period_s)
-        loop = LiveLoop(options, state=state, publish_metrics=False)
+        loop = LiveLoop(options, state=state, feed=feed, publish_metrics=False)
         loop.step()
         if not loop.feed or not getattr(loop.feed, "static", True):
             loop.start()
@@ -135,10 +137,10 @@ class SessionSource:
         self.shared_loop.use_snapshot(snapshot, label)
         self._announce(label)
 
-    def share_options(self, options: SourceOptions) -> None:
+    def share_options(self, options: SourceOptions, feed: Optional[Feed] = None) -> None:
         """The shared loop restarts on ``options`` (``source-admin`` only); announced to all."""
         self._require_role()
-        self.shared_loop.switch(options)
+        self.shared_loop.switch(options, feed=feed)
         self._announce(options.label())
 
     def share_configured(self) -> None:

@@ -248,15 +248,21 @@ def test_negative_min_member_skips_pod_group_and_keeps_its_running_pods_on_the_n
     assert conv.snapshot.nodes[0].external.gpus == 2  # still occupies its GPUs
 
 
-def test_orphan_queue_subtree_dropped_and_its_running_jobs_become_external_load():
+def test_orphan_queue_subtree_dropped_and_its_jobs_wait_for_their_queue():
+    """KAI keeps a PodGroup whose queue is gone with a QueueDoesNotExist fit error: not scheduled, in no queue's
+    numbers, its running pod still on its node and still in the resources fair share divides (a KAI pod is not
+    subtracted as another scheduler's would be)."""
     objs = _base(queues=[queue("lost", "ghost", gpu={"quota": 1, "limit": -1}), queue("lost-team", "lost")],
                  podgroups=[pod_group("pg-o", queue="lost-team")],
                  pods=[pod("o-0", gpu=1, node="n1", pod_group="pg-o")])
     conv = _convert(objs)
     assert [q.name for q in conv.snapshot.queues] == ["team-a"]
     assert {w.name for w in conv.warnings if w.kind == "Queue"} == {"lost", "lost-team"}
-    assert _warning(conv, "PodGroup", "pg-o").field == "spec.queue"
-    assert conv.snapshot.nodes[0].external.gpus == 1 and conv.external_pods == 1
+    w = _warning(conv, "PodGroup", "pg-o")
+    assert w.field == "spec.queue" and not w.skipped
+    job = conv.snapshot.job_map()["team-a/pg-o"]
+    assert job.waiting_for == "queue" and job.tasks[0].node == "n1"
+    assert conv.snapshot.nodes[0].external.gpus == 0 and conv.external_pods == 0
 
 
 def test_gang_with_fewer_pods_than_min_member():
@@ -266,9 +272,10 @@ def test_gang_with_fewer_pods_than_min_member():
                        pod("run-1", gpu=1, node="n1", pod_group="pg-run")])
     conv = _convert(objs)
     jobs = conv.snapshot.job_map()
-    assert "team-a/pg-wait" not in jobs  # KAI does not consider it until enough pods exist
-    assert jobs["team-a/pg-run"].min_available == 2  # running part kept so its GPUs stay accounted
-    assert not _warning(conv, "PodGroup", "pg-run").skipped
+    # KAI keeps both with their minMember: not ready for scheduling, but their pods count in fair share (pending)
+    # and on their nodes (running); stale-gang eviction may act on the running one
+    assert (jobs["team-a/pg-wait"].min_available, len(jobs["team-a/pg-wait"].tasks)) == (3, 1)
+    assert (jobs["team-a/pg-run"].min_available, len(jobs["team-a/pg-run"].tasks)) == (3, 2)
 
 
 def test_pod_on_unknown_node_and_bad_reservation_index():
@@ -305,3 +312,53 @@ def test_unreadable_queues_and_podgroups_are_worked_around():
     assert "llm/pg-pretrain-1a2b" in conv.snapshot.job_map()
     assert [w.kind for w in conv.warnings if w.kind in ("Pod", "PodGroup")] == []
     assert any(w.kind == "queues.scheduling.run.ai" for w in conv.warnings)
+
+
+def test_reservation_pod_holding_a_gpu_uuid_keeps_its_group_without_warning():
+    """KAI's reservation binary writes the GPU's UUID into run.ai/reserve_for_gpu_index (issue 13, item 8):
+    the group is kept without a warning; a UUID kaidash's export wrote maps back to its device index."""
+    from scheduler.sources.kai_export import gpu_uuid
+
+    def reservation(group, value):
+        p = reservation_pod("n1", group, 0)
+        p["metadata"]["annotations"] = {"run.ai/reserve_for_gpu_index": value}
+        return p
+
+    objs = _base(pods=[reservation("g-real", "GPU-8a3b1c2d-0e4f-4a5b-9c6d-7e8f9a0b1c2d"),
+                       reservation("g-export", gpu_uuid("n1", 5)),
+                       pod("a-0", node="n1", annotations={"gpu-fraction": "0.5"}, labels={"runai-gpu-group": "g-real"}),
+                       pod("b-0", node="n1", annotations={"gpu-fraction": "0.5"},
+                           labels={"runai-gpu-group": "g-export"})])
+    conv = _convert(objs)
+    assert conv.warnings == []
+    tasks = {t.name: t for _, t in conv.snapshot.iter_tasks()}
+    assert tasks["team-a/a-0"].gpu_groups == ["g-real"] and tasks["team-a/a-0"].gpu_indices == []
+    assert tasks["team-a/b-0"].gpu_indices == [5]
+
+
+def test_failed_pod_keeps_its_node_and_nominated_pod_is_pipelined():
+    failed = pod("f-0", gpu=1, node="n1", phase="Failed")
+    nominated = pod("n-0", gpu=1)
+    nominated["status"]["nominatedNodeName"] = "n1"
+    tasks = {t.name: t for _, t in _convert(_base(pods=[failed, nominated])).snapshot.iter_tasks()}
+    assert (tasks["team-a/f-0"].status, tasks["team-a/f-0"].node) == ("failed", "n1")
+    assert (tasks["team-a/n-0"].status, tasks["team-a/n-0"].node) == ("pipelined", "n1")
+
+
+def test_negative_over_quota_weight_is_kept():
+    """Issue 13 item 4: KAI's Queue CRD has no minimum on overQuotaWeight; the queue is not dropped."""
+    objs = _base(queues=[queue("neg", gpu={"quota": 0, "limit": -1, "overQuotaWeight": -1})])
+    conv = _convert(objs)
+    assert conv.snapshot.queue_map()["neg"].gpu.over_quota_weight == -1
+    assert not any(w.name == "neg" for w in conv.warnings)
+
+
+def test_reservation_pod_of_a_group_no_running_pod_uses_holds_a_pod_slot():
+    """KAI counts every pod on a node, reservation pods included. The session counts one slot per GPU group a
+    running fraction uses; a reservation pod whose fraction failed still holds its slot: counted as external."""
+    objs = _base(pods=[reservation_pod("n1", "g-live", 0), reservation_pod("n1", "g-orphan", 1),
+                       pod("live-0", node="n1", annotations={"gpu-fraction": "0.5"}, labels={"runai-gpu-group": "g-live"}),
+                       pod("dead-0", node="n1", phase="Failed", annotations={"gpu-fraction": "0.5"},
+                           labels={"runai-gpu-group": "g-orphan"})])
+    node = _convert(objs).snapshot.nodes[0]
+    assert node.external.pods == 1 and node.external.gpus == 0

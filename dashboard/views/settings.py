@@ -6,6 +6,9 @@ import html
 
 import panel as pn
 
+from scheduler.errors import KaidashError
+
+from ..feeds import make_feed
 from ..models import ViewModel
 from ..options import SourceOptions
 from .base import View
@@ -63,11 +66,17 @@ class SettingsView(View):
         if self.source is None:
             return
         opts = SourceOptions(**{k: v for k, v in self.options.param.values().items() if k != "name"})
+        try:   # a snapshot file is read (within the data directories) before anything switches: a refused or
+            feed = make_feed(opts) if opts.source == "snapshot" else None   # broken file leaves it serving
+        except KaidashError as exc:
+            self.message.object = (f'<div class="kd-banner" data-apply="refused">Not applied: '
+                                   f'{html.escape(str(exc))}</div>')
+            return
         try:
             if shared:
-                self.source.share_options(opts)
+                self.source.share_options(opts, feed=feed)
             else:
-                self.source.use_options(opts)
+                self.source.use_options(opts, feed=feed)
         except PermissionError as exc:
             self.message.object = f'<div class="kd-banner">{html.escape(str(exc))}</div>'
             return

@@ -3,6 +3,8 @@
 - ``kaidash snapshot import kai.zip -o cluster.yaml``: a KAI ``/get-snapshot`` zip → our format;
 - ``kaidash snapshot capture [--kubeconfig F] [--context X | --in-cluster] -o cluster.yaml``: a live cluster,
   read-only (one list of each resource);
+- ``kaidash snapshot export FILE --format kai-zip -o kai.zip``: any snapshot → a KAI ``/get-snapshot`` zip that
+  KAI's own ``snapshot-tool`` replays (``--actions allocate`` to replay only some actions);
 - ``kaidash snapshot validate FILE``: ``ok: N nodes, M queues, K jobs`` or every problem with its path;
 - ``kaidash snapshot generate --seed 1 --nodes 64 -o cluster.yaml``: a synthetic busy cluster.
 
@@ -17,9 +19,10 @@ from typing import Iterable
 
 from ..errors import SnapshotError
 from ..model import Snapshot
+from ..preflight import check_output_file
 
 NAME = "snapshot"
-HELP = "import a KAI snapshot zip, capture a live cluster, validate or generate a snapshot file"
+HELP = "import or export a KAI snapshot zip, capture a live cluster, validate or generate a snapshot file"
 DESCRIPTION = __doc__.split("\n\n")[0]
 
 
@@ -31,6 +34,13 @@ def add_arguments(parser) -> None:
     p.add_argument("-o", "--output", required=True, help="output file (.yaml/.yml/.json, or - for stdout)")
     p.add_argument("--time", type=float, default=None,
                    help="snapshot time in seconds since the epoch (default: newest timestamp in the zip)")
+
+    p = sub.add_parser("export", help="write a snapshot as a KAI /get-snapshot zip (replayable by KAI's snapshot-tool)")
+    p.add_argument("file", metavar="FILE", help="a snapshot file (YAML, JSON or KAI zip)")
+    p.add_argument("--format", choices=("kai-zip",), default="kai-zip", help="output format (default kai-zip)")
+    p.add_argument("--actions", default=None,
+                   help="comma-separated actions for the zip's config (default: the snapshot's config.actions)")
+    p.add_argument("-o", "--output", required=True, help="output zip")
 
     p = sub.add_parser("capture", help="save a live cluster (read-only: get/list only) as a kaidash snapshot")
     p.add_argument("--kubeconfig", default=None, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
@@ -75,8 +85,28 @@ def _done(snap: Snapshot, output: str, n_warnings: int) -> None:
         print(f"wrote {output}: {_summary(snap)}{extra}")
 
 
+def _export(args) -> int:
+    from ..model import ACTIONS
+    from ..snapshot_io import load_snapshot
+    from ..sources.kai_export import write_kai_zip
+
+    snap = load_snapshot(args.file)
+    if args.actions is not None:
+        names = [a.strip() for a in args.actions.split(",") if a.strip()]
+        unknown = [a for a in names if a not in ACTIONS]
+        if unknown or not names:
+            raise SnapshotError("--actions", f"unknown action(s) {', '.join(unknown) or '(none given)'} "
+                                             f"(known: {', '.join(ACTIONS)})")
+        snap.config.actions = names
+    write_kai_zip(snap, args.output)
+    print(f"wrote {args.output}: {_summary(snap)} as a KAI /get-snapshot zip")
+    return 0
+
+
 def run(args) -> int:
     action = args.snapshot_command
+    if action in ("import", "capture", "generate"):
+        check_output_file(args.output, "-o")   # before the work: a typo in the directory costs nothing
     if action == "import":
         from ..sources.kai_snapshot import import_kai_snapshot
 
@@ -85,6 +115,8 @@ def run(args) -> int:
         _write(conv.snapshot, args.output)
         _done(conv.snapshot, args.output, n)
         return 0
+    if action == "export":
+        return _export(args)
     if action == "capture":
         from ..sources.kube import KubeSource
 

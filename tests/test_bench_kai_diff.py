@@ -1,0 +1,98 @@
+"""The KAI differential tool (bench/kai_diff*): log parsing, comparison, generator, kaidash-only self checks.
+
+KAI's binary is not needed: the log lines below are written in the snapshot-tool's format (zap console encoder,
+colour codes included) from the code that prints them (cache/cache.go, framework/statement.go,
+resource_division.go at KAI d5bc503).
+"""
+
+import json
+
+from bench.kai_diff import compare, main, object_features, parse_seeds, run_seed
+from bench.kai_diff_gen import generate_document
+from bench.kai_diff_kai import parse_log
+from bench.kai_diff_kaidash import kaidash_decisions
+
+LOG = """\
+2026-11-24T01:30:52.772Z\t\x1b[34mINFO\x1b[0m\tresource_division/resource_division.go:68\t[\x1b[32msnapshot-runner\x1b[0m] \
+Resource division result for queue <llm>: Queue Priority: <100>, GPU: deserved: <8>, requested: <16>, maxAllowed: <16>, \
+allocated: <16>, historicalUsage: <0>, fairShare: <13.5> CPU (cores): deserved: <Unlimited>, requested: <128>, \
+maxAllowed: <Unlimited>, allocated: <128>, historicalUsage: <0>, fairShare: <128> memory (GB): deserved: <Unlimited>, \
+requested: <1099.511>, maxAllowed: <Unlimited>, allocated: <1099.511>, historicalUsage: <0>, fairShare: <1099.511> 
+2026-11-24T01:30:52.780Z\tINFO\tcache/cache.go:331\t[snapshot-runner] [allocate] Creating bind request for task \
+<team-a/p-0> to node <n1> gpuGroup: <[]>, requires: <[8000 6.8e+10 2 1 0 0 0]> GPUs
+2026-11-24T01:30:52.781Z\tINFO\tframework/statement.go:375\t[snapshot-runner] [allocate] Statement pipelined task: \
+<team-a/p-1> to node: <n2>, gpuGroup: <[]>
+2026-11-24T01:30:52.782Z\tINFO\tframework/statement.go:558\t[snapshot-runner] [allocate] Discarding operations ...
+2026-11-24T01:30:52.783Z\tINFO\tframework/statement.go:375\t[snapshot-runner] [reclaim] Statement pipelined task: \
+<team-a/p-1> to node: <n3>, gpuGroup: <[]>
+2026-11-24T01:30:52.784Z\tINFO\tframework/statement.go:574\t[snapshot-runner] [reclaim] Committing operations ...
+2026-11-24T01:30:52.785Z\tINFO\tframework/statement.go:583\t[snapshot-runner] [reclaim] Evicting task: team-b/v-0
+2026-11-24T01:30:52.786Z\tINFO\tframework/statement.go:590\t[snapshot-runner] [reclaim] Pipelining task: team-a/p-1
+2026-11-24T01:30:52.790Z\tINFO\tstalegangeviction/stalegangeviction.go:85\t[snapshot-runner] [stalegangeviction] \
+Evicted task: <team-c/g-0> due its job being a stale job, its status: <Releasing>
+"""
+
+
+def test_parse_log_reads_committed_decisions_and_fair_share():
+    d = parse_log(LOG)
+    assert d.allocated == {"team-a/p-0": "n1"}
+    assert d.pipelined == {"team-a/p-1": "n3"}  # the discarded n2 attempt is not a decision
+    assert d.evicted == {"team-b/v-0": "reclaim", "team-c/g-0": "stalegangeviction"}
+    assert d.fair_share["llm"] == {"gpu": 13.5, "cpu": 128.0, "memory": 1099.511}
+    assert d.queue_numbers["llm"]["cpu"]["deserved"] == float("inf")
+
+
+def test_compare_per_type_with_kai_precision():
+    kai = {"allocated": {"a/x": "n1"}, "pipelined": {}, "evicted": {"a/v": "reclaim"},
+           "fair_share": {"q": {"gpu": 1.333, "cpu": 2.0, "memory": 3.0}}}
+    same = {"allocated": {"a/x": "n1"}, "pipelined": {}, "evicted": {"a/v": "reclaim"},
+            "fair_share": {"q": {"gpu": 4 / 3, "cpu": 2.0, "memory": 3.0004}}}
+    assert compare(same, kai, {})["identical"]
+    other = {"allocated": {"a/x": "n2", "a/y": "n1"}, "pipelined": {}, "evicted": {"a/v": "preempt"},
+             "fair_share": {"q": {"gpu": 1.5, "cpu": 2.0, "memory": 3.0}}}
+    out = compare(other, kai, {"a/x": {"fraction"}})
+    assert out["equal"] == {"allocate": False, "pipeline": True, "evict": False, "fair_share": False}
+    kinds = {d["kind"] for d in out["diffs"]}
+    assert kinds == {"allocate: different node", "allocate: kaidash only", "evict: different action",
+                     "fair_share: gpu differs"}
+    assert next(d for d in out["diffs"] if d.get("task") == "a/x")["tags"] == ["fraction"]
+
+
+def test_parse_seeds():
+    assert parse_seeds("3..5,9") == [3, 4, 5, 9]
+
+
+def test_generator_is_seeded_and_imports_cleanly(tmp_path):
+    a = generate_document(7, 1767225600, "allocate")
+    b = generate_document(7, 1767225600, "allocate")
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    assert json.dumps(generate_document(8, 1767225600), sort_keys=True) != json.dumps(a, sort_keys=True)
+    sizes = set()
+    tags = set()
+    for seed in range(40):
+        doc = generate_document(seed, 1767225600)
+        sizes.add(len(doc["rawObjects"]["nodes"]))
+        for t in object_features(doc).values():
+            tags |= t
+    assert min(sizes) >= 2 and max(sizes) <= 60 and len(sizes) > 15
+    # every feature the issue lists shows up within a few dozen clusters
+    assert {"gang", "subgroups", "fraction", "gpu-memory", "multi-device", "cpu-only", "whole-gpu", "no-podgroup",
+            "node-selector", "node-affinity", "pod-affinity", "pod-anti-affinity", "tolerations", "host-port",
+            "configmap", "negative-weight", "zero-limit", "child-queue", "unlabelled-gpu-memory-nodes",
+            "preferred-pod-affinity"} <= tags
+    path = tmp_path / "c.zip"
+    from bench.kai_diff import write_zip
+
+    write_zip(generate_document(3, 1767225600), path)
+    d = kaidash_decisions(str(path))
+    assert set(d) >= {"allocated", "pipelined", "evicted", "fair_share"}
+
+
+def test_without_kai_the_tool_checks_kaidash_invariants(capsys):
+    from bench.kai_diff import _in_process
+
+    rec = run_seed(11, {"actions": "default", "binary": None, "kai_runs": 1, "keep": None, "kaidash": _in_process})
+    assert rec["status"] == "ok" and rec["invariant_failures"] == []
+    assert main(["--seeds", "2..3"]) == 0
+    out = capsys.readouterr().out
+    assert "kaidash only (no --snapshot-tool): 2 clusters ran" in out and "invariants hold" in out
