@@ -218,8 +218,9 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
     else:
         job_keys = {j.key for j in snapshot.jobs}
     explanations = {k: v for k, v in (tick.explanations or {}).items() if k in job_keys}
+    insight = tick.insight.scoped_to(visible, job_keys) if tick.insight is not None else None
     return dataclasses.replace(tick, snapshot=snapshot, result=result, explanations=explanations,
-                               gpu_frame=scope_gpu_frame(tick.gpu_frame, visible), tables={})
+                               gpu_frame=scope_gpu_frame(tick.gpu_frame, visible), tables={}, insight=insight)
 
 
 def scope_snapshot(snap, visible: frozenset):

@@ -78,6 +78,20 @@ RESOURCE_SCALE = {"gpu": (1.0, "GPUs"), "cpu": (1000.0, "cores"), "memory": (flo
 """Divide a resource's raw quantity (GPUs, millicores, bytes) by the scale to show it in the unit."""
 
 
+CURRENCY_SIGNS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
+
+
+def money(x, currency: str = "USD", per: str = "") -> str:
+    """An amount with its currency: ``$1,234``, ``$12.50/h``, ``CHF 3.20/day``; ``–`` when missing."""
+    if _missing(x):
+        return "–"
+    x = float(x)
+    amount = f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.2f}"
+    sign = CURRENCY_SIGNS.get(currency)
+    text = f"{sign}{amount}" if sign else f"{currency} {amount}"
+    return f"{text}/{per}" if per else text
+
+
 def wait(seconds) -> str:
     """A wait or an age in hours and minutes: ``42s``, ``4m05s``, ``13h53m``, ``2d04h``."""
     return format_duration(seconds)
@@ -92,5 +106,5 @@ def clock(ts, now: Optional[float] = None) -> str:
     return when.strftime("%H:%M:%S") if when.date() == today else when.strftime("%Y-%m-%d %H:%M")
 
 
-__all__ = ["number", "gpus", "percent", "gib", "mib_as_gib", "cores", "resource", "wait", "clock",
+__all__ = ["number", "gpus", "percent", "gib", "money", "mib_as_gib", "cores", "resource", "wait", "clock",
            "RESOURCE_SCALE", "GIB"]

@@ -192,7 +192,8 @@ class LiveLoop:
     """Runs ticks on a daemon thread and publishes them on ``state``."""
 
     def __init__(self, options: Optional[SourceOptions] = None, state: Optional[LiveState] = None,
-                 feed: Optional[Feed] = None, publish_metrics: bool = True):
+                 feed: Optional[Feed] = None, publish_metrics: bool = True, insight: bool = True,
+                 prices: Optional[Any] = None):
         self.options = options or SourceOptions()
         self.state = state or LiveState(period_s=self.options.period_s)
         self.state.period_s = self.options.period_s
@@ -216,8 +217,26 @@ class LiveLoop:
         self.explain_ms_last = 0.0
         self.last_timings: dict[str, float] = {}
         self.own_metrics = _own_metrics() if publish_metrics else None   # a session's private loop serves none
+        self.prices = prices
+        self.insight = self._new_tracker() if insight else None
         label = feed.label if feed is not None else self.options.label()
         self.state.reset(feed.kind if feed is not None else self.options.source, label)
+
+    def _new_tracker(self):
+        """Job log, ETA planner and cost ledger for the current source (dashboard.insight)."""
+        from .insight import InsightTracker, load_prices
+
+        return InsightTracker(self.prices or load_prices(self.options.prices), on_report=self._eta_ready)
+
+    def _eta_ready(self) -> None:
+        """A background ETA estimate finished: republish the current tick with it (a static snapshot publishes
+        no next tick)."""
+        with self._lock:
+            tick = self.state.tick
+            if tick is None or self.insight is None or tick.insight is None:
+                return
+            self.state.publish(dataclasses.replace(tick, insight=self.insight.with_current_eta(
+                tick.insight, tick.scheduled)), record=False)
 
     # ------------------------------------------------------------------------------------ one tick
 
@@ -266,8 +285,16 @@ class LiveLoop:
             scheduled = getattr(result, "snapshot", None) or snapshot
             gpu_frame, metrics_status = self.metrics.frame(scheduled)
             marks.append(_time.perf_counter())
+            insight = None
+            if self.insight is not None:
+                try:
+                    insight = self.insight.observe(snapshot, scheduled, gpu_frame, getattr(result, "evicted", None),
+                                                   simulated=feed.kind == "sim")
+                except Exception:  # noqa: BLE001 — waits, ETA and cost must not stop the tick
+                    log.warning("waits/ETA/cost failed:\n%s", traceback.format_exc())
+            marks.append(_time.perf_counter())
             tick = Tick(index=self._index, wall_time=_time.time(), snapshot=snapshot, result=result,
-                        gpu_frame=gpu_frame, explanations=explanations)
+                        gpu_frame=gpu_frame, explanations=explanations, insight=insight)
             prev = self.state.tick
             if gpu_frame is not None and prev is not None and prev.gpu_frame is gpu_frame and prev.tables:
                 tick.tables.update(prev.tables)      # the same GPU frame: the same per-GPU tables
@@ -277,7 +304,7 @@ class LiveLoop:
             tick = dataclasses.replace(tick, duration_ms=(marks[-1] - started) * 1000)
             record.totals["cycle_ms"] = tick.duration_ms
             self.last_timings = {name: (b - a) * 1000 for name, a, b in
-                                 zip(("session_ms", "explain_ms", "gpu_frame_ms", "history_ms"),
+                                 zip(("session_ms", "explain_ms", "gpu_frame_ms", "insight_ms", "history_ms"),
                                      [started, *marks[:-1]], marks)}
             self.last_timings["tick_ms"] = tick.duration_ms
             self._index += 1
@@ -287,7 +314,8 @@ class LiveLoop:
             t = self.last_timings
             self.state.source_detail = (f"{feed.status()} · tick {t['tick_ms']:,.0f} ms (session "
                                         f"{t['session_ms']:,.0f}, why-pending {t['explain_ms']:,.0f}, GPU frame "
-                                        f"{t['gpu_frame_ms']:,.0f}, history {t['history_ms']:,.0f})"
+                                        f"{t['gpu_frame_ms']:,.0f}, waits/cost {t['insight_ms']:,.0f}, "
+                                        f"history {t['history_ms']:,.0f})"
                                         + (f" — {note}" if note else ""))
             assess(self.state, feed)   # degraded: what this tick succeeded despite (dashboard.health)
             self._observe(tick)
@@ -373,7 +401,12 @@ class LiveLoop:
     def _observe(self, tick: Tick) -> None:
         if self.own_metrics is not None and tick.result is not None:
             try:
-                self.own_metrics.update(tick.result, tick.gpu_frame, now=tick.wall_time)
+                ins = tick.insight
+                self.own_metrics.update(tick.result, tick.gpu_frame, now=tick.wall_time,
+                                        history=ins.history if ins is not None else None,
+                                        eta=ins.eta if ins is not None else None,
+                                        costs=ins.costs if ins is not None else None,
+                                        ledger=ins.ledger if ins is not None else None)
             except Exception:  # noqa: BLE001 — the exposition must not stop the loop
                 log.warning("own metrics update failed:\n%s", traceback.format_exc())
         for cb in list(self.on_tick):
@@ -397,6 +430,10 @@ class LiveLoop:
             self._feed_error = None
             self._index = 0
             self._explained = {}
+            if self.insight is not None:
+                self.insight.eta_enabled = False        # a running estimate of the old source reports nowhere
+                self.insight.on_report = None
+                self.insight = self._new_tracker()      # another cluster: its own job log, ETA and cost
             kind = feed.kind if feed is not None else self.options.source
             self.state.reset(kind, feed.label if feed is not None else self.options.label())
         self._wake.set()
@@ -449,9 +486,11 @@ class LiveLoop:
 # ------------------------------------------------------------------------------ notebooks and tests
 
 def publish_snapshot(state: LiveState, snapshot: Snapshot, label: str = "snapshot",
-                     metrics: Optional[MetricsReader] = None) -> Optional[Tick]:
-    """Schedule ``snapshot`` once and publish it on ``state`` (static): what a notebook or an import uses."""
-    loop = LiveLoop(SourceOptions(source="snapshot"), state=state, feed=Feed(snapshot, label=label))
+                     metrics: Optional[MetricsReader] = None, insight: bool = False) -> Optional[Tick]:
+    """Schedule ``snapshot`` once and publish it on ``state`` (static): what a notebook or an import uses.
+    ``insight``: also cost it and estimate its ETA in the background (republished on ``state`` when ready)."""
+    loop = LiveLoop(SourceOptions(source="snapshot"), state=state, feed=Feed(snapshot, label=label),
+                    publish_metrics=False, insight=insight)
     if metrics is not None:
         loop.metrics = metrics
     return loop.step()

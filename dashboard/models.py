@@ -21,8 +21,10 @@ import param
 
 from scheduler.model import RESOURCES
 from scheduler.placement import NODE_STRATEGIES
+from scheduler.waits import QUEUE_STATUS_COLUMNS
 
 from . import display, frames
+from .insight import with_eta
 from .state import LiveState, Tick, gpu_tables
 
 VIEWS = ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings")
@@ -134,6 +136,11 @@ class OverviewModel(ViewModel):
     def health(self) -> dict:
         return self.state.health()
 
+    def waits_and_cost(self) -> dict:
+        """:func:`scheduler.waits.cluster_overview` of the tick ({} before it has waits, ETA and cost)."""
+        ins = self.tick.insight if self.tick is not None else None
+        return ins.overview(self.snapshot) if ins is not None else {}
+
 
 def queue_table(tick: Optional[Tick], resource: str = "gpu") -> pd.DataFrame:
     """The queue frame of a tick (cached per tick)."""
@@ -145,8 +152,9 @@ def queue_table(tick: Optional[Tick], resource: str = "gpu") -> pd.DataFrame:
 
 def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
-        return _empty(frames.PENDING_COLUMNS)
-    return per_tick(tick, "pending", lambda: frames.pending_frame(tick.scheduled, tick.result, tick.explanations))
+        return with_eta(_empty(frames.PENDING_COLUMNS), None)
+    return per_tick(tick, "pending", lambda: with_eta(frames.pending_frame(tick.scheduled, tick.result,
+                                                                           tick.explanations), tick.insight))
 
 
 def slices_table(tick: Optional[Tick]) -> pd.DataFrame:
@@ -180,6 +188,18 @@ class QueuesModel(ViewModel):
         if self.only_active and len(df):
             df = df[(df["requested"] > 0) | (df["allocated"] > 0)]
         return df
+
+    def status(self) -> pd.DataFrame:
+        """Per leaf queue: depth, waits (started jobs, estimated), gangs, evictions and waste cost
+        (:func:`scheduler.waits.queue_status`); empty before the first tick."""
+        ins = self.tick.insight if self.tick is not None else None
+        if ins is None:
+            return _empty(QUEUE_STATUS_COLUMNS)
+        return ins.queue_status(self.snapshot)
+
+    def currency(self) -> str:
+        ins = self.tick.insight if self.tick is not None else None
+        return ins.costs.currency if ins is not None and ins.costs is not None else "USD"
 
     def descendants(self, queue: str) -> list[str]:
         """The queue and every queue below it."""

@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     from .feeds import make_feed
 
     feed = make_feed(options) if options.source == "snapshot" else None   # a refused or invalid file: exit 1
+    from .insight import load_prices
+
+    load_prices(options.prices)               # a bad price file: exit 1 before serving (the loop reads it again)
     import panel as pn
 
     from .app import build_app, configure_panel

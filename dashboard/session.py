@@ -81,7 +81,7 @@ class SessionSource:
         """This session shows ``snapshot`` (scheduled once, static); nobody else is affected."""
         self._stop_private()
         state = LiveState()
-        publish_snapshot(state, snapshot, label, MetricsReader())
+        publish_snapshot(state, snapshot, label, MetricsReader(), insight=True)
         self._set_private(state, f"{label} ({ONLY_YOU})")
         return self.state
 

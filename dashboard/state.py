@@ -40,6 +40,8 @@ class Tick:
     gpu_frame: Optional[pd.DataFrame] = None
     explanations: dict = field(default_factory=dict)
     duration_ms: float = 0.0
+    insight: Any = None
+    """Waits, ETA and cost as of this tick (:class:`dashboard.insight.Insight`), or None."""
     tables: dict = field(default_factory=dict, compare=False, repr=False)
     """Per-GPU frames computed once for this tick (``slices``, ``gpus``): the history record and every view
     reuse them. A derived tick (a user's scoped view) must start with an empty dict."""

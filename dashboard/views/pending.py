@@ -14,12 +14,15 @@ from ..models import PendingModel
 from .base import View
 from .common import badge, duration_formatter, keyed, number_formatters, table, update_table
 
-COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "counterfactual"]
+COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
 """The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
 it left no room to read the counterfactual at 1280 px)."""
-TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if"}
+TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
+          "eta": "expected start"}
 TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested": "GPUs the pending tasks request",
             "wait_s": "time since the job was created", "reason": "KAI's reason code for the last decision",
+            "eta": "when it is expected to start: median (p10–p90) over forward simulations of the engine from "
+                   "now, with what made room for it (docs/eta.md)",
             "counterfactual": "the smallest change found that would start it (why-pending search); expand the row "
                               "or click it for the full text and the scheduler's message"}
 REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", "PreemptionDelayNotElapsed": "#7e22ce",
@@ -60,7 +63,8 @@ class PendingView(View):
                            formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter()},
                            name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 240, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 200},
+                           widths={"job": 220, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 180,
+                                   "eta": 300},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
@@ -97,17 +101,31 @@ class PendingView(View):
                 f'{badge(reason, REASON_COLOURS.get(r["reason"], "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
                 f' · {r["pending_tasks"]} task(s), {display.gpus(r["gpus_requested"])} GPU<br>'
                 f'{html.escape(r["message"] or "")}<br>'
+                f'<b>Expected start:</b> <span data-eta="{html.escape(job)}">{html.escape(r["eta"])}</span>'
+                f'{self._eta_basis(job)}<br>'
                 f'<b>Would start if:</b> {html.escape(r["counterfactual"] or NOT_YET)}<br>'
                 f'queue allocated {display.gpus(r["queue_allocated"])} · fair share '
                 f'{display.gpus(r["queue_fair_share"])} · limit {limit} GPUs</div>'
                 + _details_html(extra or details))
 
+    def _eta_basis(self, job: str) -> str:
+        """Where the blocker's run time came from (recorded, the history of similar jobs, assumed)."""
+        ins = self.model.tick.insight if self.model.tick is not None else None
+        est = ins.eta.estimates.get(job) if ins is not None and ins.eta is not None else None
+        if est is None or not est.blocker_duration_source:
+            return ""
+        return (f' <span class="kd-muted">(run time of {html.escape(est.blocker_job or "the blocker")}: '
+                f'{html.escape(est.blocker_duration_source)})</span>')
+
     def _update(self):
         m = self.model
         reasons = m.reasons()
         total = sum(reasons.values())
+        ins = m.tick.insight if m.tick is not None else None
+        note = (f'<br><span class="kd-muted" data-eta-note>{html.escape(ins.eta_note)}</span>'
+                if ins is not None and ins.eta_note else "")
         self.summary.object = (f'<div class="kd-explain"><b>{total}</b> pending job(s) · ' + " ".join(
-            f'{badge(f"{k} {v}", REASON_COLOURS.get(k, "#4b5563"))}' for k, v in reasons.items()) + "</div>")
+            f'{badge(f"{k} {v}", REASON_COLOURS.get(k, "#4b5563"))}' for k, v in reasons.items()) + note + "</div>")
         queues = sorted(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else []
         if list(self.queue.options) != [""] + queues:
             self.queue.options = [""] + queues

@@ -14,6 +14,7 @@ from .base import View
 from .common import (STATE_COLOURS, badge, duration_formatter, keyed, limit_formatter, number_formatters,
                      state_formatter, table, update_table)
 from .plots import TimeSeries, share_bars, update_share_bars
+from .queue_status import QueueStatusPanel
 
 TABLE_COLUMNS = ["label", "state", "priority", "quota", "limit", "over_quota_weight", "deserved", "fair_share",
                  "allocated", "requested", "ratio", "borrowed", "reclaimable", "starved_by", "running_jobs",
@@ -71,6 +72,7 @@ class QueuesView(View):
         self.table.on_click(self._on_click)
         self.table.param.watch(self._on_selection, "selection")
         self.bars = share_bars()
+        self.status = QueueStatusPanel()
         self.unit = pn.pane.HTML("", sizing_mode="stretch_width")
         self.detail_title = pn.pane.HTML("", sizing_mode="stretch_width")
         self.jobs = table(self._jobs_frame("").iloc[0:0], height=260, titles={"age_s": "age"},
@@ -88,7 +90,7 @@ class QueuesView(View):
         m.param.watch(lambda *_: self._update(), ["resource", "only_active"])
         self.selection.param.watch(lambda *_: self._update_detail(), "queue")
         return pn.Column(
-            controls, self.legend, self.table,
+            controls, self.legend, self.table, self.status,
             pn.Card(pn.pane.Bokeh(self.bars.fig, sizing_mode="stretch_width"), title="Per leaf queue",
                     sizing_mode="stretch_width", collapsible=False),
             pn.Card(pn.Column(self.detail_title, self.jobs,
@@ -118,7 +120,19 @@ class QueuesView(View):
         scale, unit = display.RESOURCE_SCALE[m.resource]
         self.unit.object = f'<div class="kd-muted" style="padding-top:8px">amounts in {unit}</div>'
         update_share_bars(self.bars, df, unit=unit, scale=scale)
+        self._update_status()
         self._update_detail()
+
+    def _update_status(self):
+        m = self.model
+        ins = m.tick.insight if m.tick is not None else None
+        if ins is None:
+            note = "Waits, ETA and cost appear with the first tick."
+        else:
+            note = html.escape(ins.eta_note) + (" · waste cost at the configured GPU prices (docs/cost.md)"
+                                                if ins.costs is not None else "")
+        horizon = ins.eta.horizon_s if ins is not None and ins.eta is not None else 8 * 3600.0
+        self.status.update(m.status(), m.currency(), note, horizon)
 
     def _update_detail(self):
         m = self.model

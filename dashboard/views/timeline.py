@@ -8,6 +8,7 @@ import panel as pn
 from ..models import TimelineModel
 from .base import View
 from .common import queue_colours
+from .cost_history import CostHistoryPanel
 from .plots import TimeSeries
 
 WINDOWS = {"all history": 0.0, "last 10 min": 600.0, "last hour": 3600.0, "last 6 h": 6 * 3600.0,
@@ -33,6 +34,7 @@ class TimelineView(View):
         self.pending = TimeSeries("jobs", height=220, legend="below")
         self.wait = TimeSeries("wait (h:m)", height=220, duration=True)
         self.note = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.cost = CostHistoryPanel()
         pane = lambda chart: pn.pane.Bokeh(chart.fig, sizing_mode="stretch_width")  # noqa: E731
         return pn.Column(
             pn.Row(self.window, self.note, sizing_mode="stretch_width"),
@@ -44,6 +46,7 @@ class TimelineView(View):
                    sizing_mode="stretch_width"),
             pn.Card(pane(self.wait), title="Wait of pending jobs: mean and longest", sizing_mode="stretch_width",
                     collapsible=False),
+            self.cost,
             sizing_mode="stretch_width")
 
     def _set_window(self, seconds: float) -> None:
@@ -73,5 +76,6 @@ class TimelineView(View):
         self.cluster.update(x, {k: (label, c, dash, 2.0, totals[k]) for k, (label, c, dash) in TOTALS.items()})
         self.pending.update(x, {"pending_jobs": ("pending", "#f0e442", "solid", 2.0, totals["pending_jobs"]),
                                 "running_jobs": ("running", "#56b4e9", "solid", 2.0, totals["running_jobs"])})
+        self.cost.update(m.tick.insight if m.tick is not None else None)
         self.wait.update(x, {"wait_mean_s": ("mean wait", "#8dd3c7", "solid", 2.0, totals["wait_mean_s"]),
                              "wait_max_s": ("longest wait", "#f87171", "solid", 2.0, totals["wait_max_s"])})
