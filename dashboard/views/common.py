@@ -133,6 +133,14 @@ def percent_formatters(columns: Iterable[str]) -> dict:
                                               "<%= value.toFixed(1) %> %<% } %>") for c in columns}
 
 
+def money_formatter(sign: str) -> HTMLTemplateFormatter:
+    """Tabulator cell: an amount with its currency sign, two decimals and thousands separators (``€1,234.50``);
+    the column stays numeric."""
+    return HTMLTemplateFormatter(template=(
+        "<% if (value == null || isNaN(value)) { %>–<% } else { %>" + html.escape(sign) +
+        "<%= Number(value).toLocaleString('en-US', {minimumFractionDigits: 2, maximumFractionDigits: 2}) %><% } %>"))
+
+
 def duration_formatter() -> HTMLTemplateFormatter:
     """Tabulator cell: seconds as ``42s``, ``4m05s``, ``13h53m``, ``2d04h`` (the column stays numeric, so it
     sorts by time, not by text)."""

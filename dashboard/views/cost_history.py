@@ -7,10 +7,9 @@ import io
 
 import pandas as pd
 import panel as pn
-from bokeh.models.widgets.tables import NumberFormatter
 
 from .. import display
-from .common import download_button, keyed, number_formatters, table, update_table
+from .common import download_button, keyed, money_formatter, number_formatters, table, update_table
 from .plots import TimeSeries
 
 CATEGORIES = {"capacity": ("all GPUs", "#9ca3af", "dashed"), "allocated": ("allocated", "#e69f00", "solid"),
@@ -47,7 +46,7 @@ class CostHistoryPanel(pn.viewable.Viewer):
         super().__init__(**params)
         self.csv = ""
         self.currency = "USD"
-        self.curve = TimeSeries("cost per hour", height=220, legend="below",
+        self.curve = TimeSeries("USD per hour", height=220, legend="below",
                                 empty="No cost samples yet (the ledger prices every few seconds)")
         self.note = pn.pane.HTML("", sizing_mode="stretch_width")
         self.days = table(pd.DataFrame(columns=DAY_COLUMNS), height=None, max_height=260, name="cost-days",
@@ -59,7 +58,7 @@ class CostHistoryPanel(pn.viewable.Viewer):
                           formatters=self._formatters("USD"), widths={"day": 110},
                           empty="No cost recorded yet")
         self.download = download_button(self._csv_file, "kaidash-cost.csv", "Download cost CSV (per day, "
-                                        "category and queue)", width=320, name="cost-csv")
+                                        "category and queue)", width=400, name="cost-csv")
         self._layout = pn.Card(self.note, pn.pane.Bokeh(self.curve.fig, sizing_mode="stretch_width"), self.days,
                                self.download, title="GPU cost: per hour, per day and the last 30 days",
                                sizing_mode="stretch_width", collapsible=False)
@@ -67,7 +66,7 @@ class CostHistoryPanel(pn.viewable.Viewer):
     @staticmethod
     def _formatters(currency: str) -> dict:
         sign = display.CURRENCY_SIGNS.get(currency, currency + " ")
-        return {**{c: NumberFormatter(format=f"{sign}0,0.00", text_align="right") for c in CATEGORIES},
+        return {**{c: money_formatter(sign) for c in CATEGORIES},
                 **number_formatters(["covered_h"], 1)}
 
     def _csv_file(self):
@@ -86,6 +85,7 @@ class CostHistoryPanel(pn.viewable.Viewer):
         if hist.currency != self.currency:
             self.currency = hist.currency
             self.days.formatters = self._formatters(hist.currency)
+            self.curve.fig.yaxis.axis_label = f"{hist.currency} per hour"
         series = hist.series
         if len(series):
             x = pd.to_datetime(series["time"], unit="s")

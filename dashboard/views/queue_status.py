@@ -8,12 +8,11 @@ import math
 
 import pandas as pd
 import panel as pn
-from bokeh.models.widgets.tables import NumberFormatter
 
 from scheduler.eta import format_duration
 
 from .. import display
-from .common import duration_formatter, keyed, number_formatters, table, update_table
+from .common import duration_formatter, keyed, money_formatter, number_formatters, table, update_table
 
 COLUMNS = ["queue", "pending_jobs", "pending_gpus", "oldest_wait_s", "est_wait", "started_24h", "wait_p50_s",
            "wait_p90_s", "wait_p99_s", "gangs_whole", "gangs_partial", "gangs_waiting", "reclaimed_24h",
@@ -79,8 +78,7 @@ class QueueStatusPanel(pn.viewable.Viewer):
     @staticmethod
     def _formatters(currency: str) -> dict:
         sign = display.CURRENCY_SIGNS.get(currency, currency + " ")
-        money = {c: NumberFormatter(format=f"{sign}0,0.00", text_align="right")
-                 for c in ("idle_cost_per_h", "unused_quota_cost_per_h")}
+        money = {c: money_formatter(sign) for c in ("idle_cost_per_h", "unused_quota_cost_per_h")}
         return {**number_formatters(COUNTS, 0), **number_formatters(["pending_gpus"]),
                 **{c: duration_formatter() for c in WAITS}, **money}
 
