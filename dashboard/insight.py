@@ -271,4 +271,5 @@ class InsightTracker:
                 f"re-estimated every {format_duration(self.every_wall_s)} or sooner when the queue changes{busy}")
 
 
-__all__ = ["Insight", "InsightTracker", "CostHistory", "eta_config_for", "load_prices", "with_eta", "LARGE_CLUSTER_NODES"]
+__all__ = ["Insight", "InsightTracker", "CostHistory", "eta_config_for", "load_prices", "with_eta",
+           "LARGE_CLUSTER_NODES"]

@@ -97,7 +97,8 @@ class CostHistoryPanel(pn.viewable.Viewer):
         self.note.object = (f'<div class="kd-muted" data-cost-note>Cost in {hist.currency} at the configured price '
                             f'per GPU-hour (docs/cost.md). Idle and stranded GPUs over the last 30 days: '
                             f'<b data-cost-waste-30d>{display.money(waste, hist.currency)}</b> over '
-                            f'{display.wait(covered * 3600)} observed. Unused quota overlaps the other categories: do not add them up.</div>')
+                            f'{display.wait(covered * 3600)} observed. Unused quota overlaps the other categories: '
+                            'do not add them up.</div>')
         update_table(self.days, keyed(daily_frame(hist.daily, hist.month), "day"))
 
     def __panel__(self):
