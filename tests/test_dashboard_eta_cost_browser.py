@@ -101,6 +101,7 @@ def test_queues_status_panel_has_waits_expected_waits_and_cost_per_queue(served,
         assert (cells["est_wait"] == "none waiting") == (cells["pending_jobs"] == "0"), cells
         for c in ("idle_cost_per_h", "unused_quota_cost_per_h"):                    # in EUR, two decimals
             assert re.fullmatch(r"€[\d,]+\.\d\d", cells[c]), cells
+        assert re.fullmatch(r"\d+ / \d+ / \d+", cells["gangs"]) and re.fullmatch(r"\d+ / \d+", cells["evicted"])
         for c in ("wait_p50_s", "wait_p90_s", "wait_p99_s"):                        # h:m, or – with no start
             assert re.fullmatch(r"–|\d+s|\d+m\d\ds|\d+h\d\dm|\d+d\d\dh", cells[c]), cells
     header = panel.locator(".tabulator-header").inner_text()

@@ -14,7 +14,7 @@ from .plots import TimeSeries
 
 CATEGORIES = {"capacity": ("all GPUs", "#9ca3af", "dashed"), "allocated": ("allocated", "#e69f00", "solid"),
               "idle_allocated": ("idle but allocated", "#f87171", "solid"),
-              "stranded": ("stranded fragments", "#cc79a7", "solid"),
+              "stranded": ("stranded fragments", "#f0e442", "solid"),
               "unused_quota": ("unused quota", "#56b4e9", "dotted")}
 """Categories shown (``free`` and ``unavailable`` are in the CSV); labels, colours, dashes."""
 DAY_COLUMNS = ["day", *CATEGORIES, "covered_h"]

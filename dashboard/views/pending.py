@@ -61,11 +61,11 @@ class PendingView(View):
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
         self.table = table(pd.DataFrame(columns=COLUMNS), height=None, max_height=460,
                            formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter(),
-                                       "eta": {"type": "textarea"}, "counterfactual": {"type": "textarea"}},
+                                       "eta": {"type": "textarea"}},
                            name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 210, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 150,
-                                   "eta": 250},
+                           widths={"job": 230, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 150,
+                                   "eta": 240},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)

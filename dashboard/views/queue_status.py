@@ -10,21 +10,23 @@ import pandas as pd
 import panel as pn
 
 from scheduler.eta import format_duration
+from scheduler.waits import QUEUE_STATUS_COLUMNS
 
 from .. import display
 from .common import duration_formatter, keyed, money_formatter, number_formatters, table, update_table
 
 COLUMNS = ["queue", "pending_jobs", "pending_gpus", "oldest_wait_s", "est_wait", "started_24h", "wait_p50_s",
-           "wait_p90_s", "wait_p99_s", "gangs_whole", "gangs_partial", "gangs_waiting", "reclaimed_24h",
-           "preempted_24h", "idle_cost_per_h", "unused_quota_cost_per_h"]
+           "wait_p90_s", "wait_p99_s", "gangs", "evicted", "idle_cost_per_h", "unused_quota_cost_per_h"]
 WAITS = ["oldest_wait_s", "wait_p50_s", "wait_p90_s", "wait_p99_s"]
-COUNTS = ["pending_jobs", "started_24h", "gangs_whole", "gangs_partial", "gangs_waiting", "reclaimed_24h",
-          "preempted_24h"]
+COUNTS = ["pending_jobs", "started_24h"]
+WIDTHS = {"queue": 110, "pending_jobs": 60, "pending_gpus": 64, "oldest_wait_s": 72, "est_wait": 96,
+          "started_24h": 60, "wait_p50_s": 66, "wait_p90_s": 66, "wait_p99_s": 66, "gangs": 80, "evicted": 84,
+          "idle_cost_per_h": 80, "unused_quota_cost_per_h": 84}
+"""Column widths that fit the table in a 1280 px window (headers wrap)."""
 TITLES = {"pending_jobs": "waiting jobs", "pending_gpus": "waiting GPUs", "oldest_wait_s": "oldest wait",
           "est_wait": "expected wait", "started_24h": "started 24 h", "wait_p50_s": "wait p50",
-          "wait_p90_s": "wait p90", "wait_p99_s": "wait p99", "gangs_whole": "gangs whole",
-          "gangs_partial": "gangs partial", "gangs_waiting": "gangs waiting", "reclaimed_24h": "reclaimed 24 h",
-          "preempted_24h": "preempted 24 h", "idle_cost_per_h": "idle GPUs /h", "unused_quota_cost_per_h":
+          "wait_p90_s": "wait p90", "wait_p99_s": "wait p99", "gangs": "gangs whole / partial / waiting",
+          "evicted": "reclaimed / preempted 24 h", "idle_cost_per_h": "idle GPUs /h", "unused_quota_cost_per_h":
           "unused quota /h"}
 TOOLTIPS = {"pending_jobs": "jobs waiting now (nothing allocated)", "pending_gpus": "GPUs they request",
             "oldest_wait_s": "wait of the longest-waiting job", "est_wait": "median expected wait of the waiting "
@@ -32,9 +34,9 @@ TOOLTIPS = {"pending_jobs": "jobs waiting now (nothing allocated)", "pending_gpu
             "(of what kaidash observed)", "wait_p50_s": "median wait of the jobs started in the last 24 h",
             "wait_p90_s": "90th percentile wait of the jobs started in the last 24 h",
             "wait_p99_s": "99th percentile wait of the jobs started in the last 24 h",
-            "gangs_whole": "gangs running with at least their minimum pods", "gangs_partial": "gangs holding fewer "
-            "pods than their minimum", "gangs_waiting": "gangs with no pod placed", "reclaimed_24h": "pods "
-            "reclaimed from the queue in 24 h", "preempted_24h": "pods preempted in the queue in 24 h",
+            "gangs": "gangs whole (running with at least their minimum pods) / partial (fewer pods than their "
+            "minimum hold resources) / waiting (no pod placed)",
+            "evicted": "pods reclaimed from the queue / preempted in it over the last 24 h",
             "idle_cost_per_h": "cost per hour of the queue's allocated GPUs below 5 % utilisation",
             "unused_quota_cost_per_h": "cost per hour of quota the queue holds but does not use (docs/cost.md)"}
 
@@ -56,6 +58,9 @@ def status_frame(df: pd.DataFrame, horizon_s: float = 8 * 3600.0) -> pd.DataFram
     out["est_wait"] = [expected_wait(s, int(n), horizon_s) for s, n in zip(out["est_wait_s"], out["pending_jobs"])]
     for c in WAITS:
         out[c] = out[c].astype(float).round(0)
+    out["gangs"] = [f"{a} / {b} / {c}" for a, b, c in zip(out["gangs_whole"], out["gangs_partial"],
+                                                          out["gangs_waiting"])]
+    out["evicted"] = [f"{a} / {b}" for a, b in zip(out["reclaimed_24h"], out["preempted_24h"])]
     return keyed(out, "queue")[COLUMNS]
 
 
@@ -66,10 +71,10 @@ class QueueStatusPanel(pn.viewable.Viewer):
         super().__init__(**params)
         self.note = pn.pane.HTML("", sizing_mode="stretch_width")
         self.currency = "USD"
-        self.table = table(status_frame(pd.DataFrame(columns=[*COLUMNS, "est_wait_s"]).astype(
-            {c: float for c in COLUMNS if c not in ("queue", "est_wait")})), height=None, max_height=300,
+        empty = pd.DataFrame(columns=QUEUE_STATUS_COLUMNS).astype({c: float for c in QUEUE_STATUS_COLUMNS[1:]})
+        self.table = table(status_frame(empty), height=None, max_height=300,
             titles=TITLES, header_tooltips=TOOLTIPS, name="queue-status", frozen_columns=["queue"],
-            formatters=self._formatters("USD"), min_width=62, widths={"queue": 120, "est_wait": 110},
+            formatters=self._formatters("USD"), min_width=56, layout="fit_columns", widths=WIDTHS,
             empty="No queue status yet (the first tick)")
         self._layout = pn.Card(self.note, self.table, title="Queue status: waiting, expected wait, waits of started "
                                "jobs (24 h), gangs, evictions, waste cost", sizing_mode="stretch_width",
