@@ -59,7 +59,11 @@ class CostHistory:
     today: pd.DataFrame
     month: pd.DataFrame
     currency: str
-    csv: str
+
+    @property
+    def csv(self) -> str:
+        """The daily rows as CSV with the currency (``CostLedger.to_csv``), made when asked (a download)."""
+        return self.daily.assign(currency=self.currency).to_csv(index=False)
 
 
 @dataclass
@@ -207,7 +211,7 @@ class InsightTracker:
     def _ledger_frames(self) -> CostHistory:
         ledger = self.ledger
         return CostHistory(daily=ledger.daily(), series=ledger.series(), today=ledger.totals(1),
-                           month=ledger.totals(30), currency=ledger.currency, csv=ledger.to_csv() or "")
+                           month=ledger.totals(30), currency=ledger.currency)
 
     # ------------------------------------------------------------------------------------ ETA
 

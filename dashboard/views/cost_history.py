@@ -44,7 +44,7 @@ class CostHistoryPanel(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self.csv = ""
+        self.history = None
         self.currency = "USD"
         self.curve = TimeSeries("USD per hour", height=220, legend="below",
                                 empty="No cost samples yet (the ledger prices every few seconds)")
@@ -70,7 +70,7 @@ class CostHistoryPanel(pn.viewable.Viewer):
                 **number_formatters(["covered_h"], 1)}
 
     def _csv_file(self):
-        return io.StringIO(self.csv)
+        return io.StringIO(self.history.csv if self.history is not None else "")
 
     def update(self, insight) -> None:
         hist = getattr(insight, "cost_history", None)
@@ -79,9 +79,9 @@ class CostHistoryPanel(pn.viewable.Viewer):
             self.note.object = ('<div class="kd-muted" data-cost-note>' + (
                 "Cost history is cluster-wide: not shown in a view limited to some queues (your queues' rates "
                 "are in Queues)." if scoped else "No cost yet: it starts with the first tick.") + "</div>")
-            self.download.disabled = True
+            self.history, self.download.disabled = None, True
             return
-        self.csv, self.download.disabled = hist.csv, not hist.csv
+        self.history, self.download.disabled = hist, hist.daily.empty
         if hist.currency != self.currency:
             self.currency = hist.currency
             self.days.formatters = self._formatters(hist.currency)
