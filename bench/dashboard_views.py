@@ -1,5 +1,8 @@
 """Server-side cost of the dashboard: building each view for 64 and 1,000 nodes, and what-if slider → diff.
 
+Per view also "page": the whole page a new browser session gets (template, header, navigation and the view,
+as a Bokeh document), which is what the server does before the browser receives any HTML.
+
 For each size: one static tick of the seeded synthetic scenario (engine session, why-pending, simulated
 DCGM frame), then per view the time to construct it and render its Bokeh models (what a new browser session
 pays), and the time to re-render it on a new tick (what every session pays each period). What-if: one slider
@@ -31,12 +34,19 @@ VIEWS = {"overview": OverviewView, "queues": QueuesView, "gpus": GpusView, "pend
          "timeline": TimelineView, "whatif": WhatIfView}
 
 
+CPU: dict[str, float] = {}
+"""CPU time (``time.thread_time``) of the last :func:`median_ms` call: what it costs on an idle core, since wall time
+on a shared machine also counts the time other processes held the CPU."""
+
+
 def median_ms(fn, repeats: int) -> float:
-    times = []
+    times, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         fn()
         times.append((time.perf_counter() - t0) * 1000)
+        cpu.append((time.thread_time() - c0) * 1000)
+    CPU["last"] = statistics.median(cpu)
     return statistics.median(times)
 
 
@@ -45,7 +55,7 @@ def bench_size(nodes: int, repeats: int) -> dict:
     t0 = time.perf_counter()
     loop.step()
     first_tick_ms = (time.perf_counter() - t0) * 1000
-    tick_ms = median_ms(loop.step, max(1, repeats // 2))
+    tick_ms = median_ms(lambda: loop.step(explain=False), max(1, repeats // 2))   # as the loop thread ticks
     state = loop.state
     out = {"nodes": nodes, "tick_ms": tick_ms, "first_tick_ms": first_tick_ms,
            "jobs": len(state.tick.snapshot.jobs), "gpus": sum(n.gpus for n in state.tick.snapshot.nodes)}
@@ -54,9 +64,11 @@ def bench_size(nodes: int, repeats: int) -> dict:
             import dashboard.models as M
 
             M._CACHE.clear()             # a cold tick: frames computed, not cached
+            state.tick.tables.clear()
             view = cls(state)
             view.__panel__().get_root()
         out[f"build_{name}_ms"] = median_ms(build, repeats)
+        out[f"build_{name}_cpu_ms"] = CPU["last"]
         view = cls(state)
         view.__panel__().get_root()
 
@@ -64,8 +76,20 @@ def bench_size(nodes: int, repeats: int) -> dict:
             import dashboard.models as M
 
             M._CACHE.clear()
+            state.tick.tables.clear()
             view.refresh(force=True)
         out[f"refresh_{name}_ms"] = median_ms(rerender, repeats)
+        out[f"refresh_{name}_cpu_ms"] = CPU["last"]
+
+        def page(name=name):
+            from bokeh.document import Document
+
+            from dashboard.app import Dashboard
+            from dashboard.models import Selection
+
+            Dashboard(state, loop, selection=Selection(view=name)).template().server_doc(Document())
+        out[f"page_{name}_ms"] = median_ms(page, repeats)
+        out[f"page_{name}_cpu_ms"] = CPU["last"]
     return out
 
 
@@ -116,9 +140,12 @@ def main() -> int:
         r = bench_size(size, args.repeats)
         print(f"\n{size} nodes ({r['gpus']} GPUs, {r['jobs']} jobs): loop tick {r['tick_ms']:.0f} ms "
               f"(first {r['first_tick_ms']:.0f} ms)")
-        print(f"  {'view':<10} {'build ms':>9} {'refresh ms':>11}")
+        print(f"  {'view':<10} {'build ms':>9} {'(CPU)':>7} {'refresh ms':>11} {'(CPU)':>7} {'page ms':>8} "
+              f"{'(CPU)':>7}")
         for name in VIEWS:
-            print(f"  {name:<10} {r[f'build_{name}_ms']:>9.0f} {r[f'refresh_{name}_ms']:>11.0f}")
+            print(f"  {name:<10} {r[f'build_{name}_ms']:>9.0f} {r[f'build_{name}_cpu_ms']:>7.0f} "
+                  f"{r[f'refresh_{name}_ms']:>11.0f} {r[f'refresh_{name}_cpu_ms']:>7.0f} "
+                  f"{r[f'page_{name}_ms']:>8.0f} {r[f'page_{name}_cpu_ms']:>7.0f}")
     w = bench_whatif(args.repeats)
     print("\nwhat-if on 64 nodes (median; budget 300 ms):")
     for k, v in w.items():

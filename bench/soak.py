@@ -75,11 +75,30 @@ def structure_sizes(loop: LiveLoop) -> dict:
     return out
 
 
+def balance(tick) -> dict:
+    """Whether the demo stays realistic: pending and running jobs, GPUs requested / allocated / idle-allocated,
+    and how many waiting jobs have a counterfactual that answers (a change that would start them)."""
+    from dashboard.state import record_from_tick
+
+    totals = record_from_tick(tick).totals
+    stats = getattr(tick.result, "queue_stats", None) or {}
+    leaves = {q.name for q in tick.scheduled.leaf_queues()}
+    requested = sum(float(v.get("gpu", {}).get("requested", 0.0)) for q, v in stats.items() if q in leaves)
+    texts = [str(getattr(getattr(e, "counterfactual", None), "message", "") or "") for e in tick.explanations.values()]
+    answered = sum(1 for t in texts if t and "no single change" not in t)
+    return {"pending_jobs": int(totals["pending_jobs"]), "running_jobs": int(totals["running_jobs"]),
+            "gpus_requested": requested, "gpus_allocated": totals["gpus_allocated"],
+            "gpus_idle_allocated": totals["gpus_idle_allocated"], "explained": len(texts), "answered": answered}
+
+
 def soak(hours: float, nodes: int, seed: int, sim_step: float, period: float, actions: str = "",
          explain_jobs: int = 12, trace: bool = True, sample_every_h: float = 1.0, log=print,
-         on_sample=None) -> list[dict]:
+         on_sample=None, explain_between_ms: float = 0.0) -> list[dict]:
     """Run the loop for ``hours`` cluster hours; one sample dict per ``sample_every_h`` (plus hour 0).
-    ``on_sample(samples)`` is called after each sample (the CLI writes its JSON as it goes)."""
+    ``on_sample(samples)`` is called after each sample (the CLI writes its JSON as it goes).
+
+    ``explain_between_ms`` > 0 runs the loop as its thread does: each tick without inline explanations, then
+    why-pending searches for that long (real time) before the next tick."""
     clock = SimClock(1_767_225_600.0)
     real_time = loop_module._time
     loop_module._time = clock
@@ -107,7 +126,9 @@ def soak(hours: float, nodes: int, seed: int, sim_step: float, period: float, ac
                    "py_blocks_k": sys.getallocatedblocks() / 1000,
                    "tick_ms_mean": sum(window) / len(window) if window else float("nan"),
                    "tick_ms_max": max(window) if window else float("nan"), "failures": failures,
-                   "wall_s": time.perf_counter() - started, **structure_sizes(loop)}
+                   "tick_ms_p50": sorted(window)[len(window) // 2] if window else float("nan"),
+                   "wall_s": time.perf_counter() - started, **structure_sizes(loop),
+                   **(balance(loop.state.tick) if loop.state.tick is not None else {})}
             samples.append(row)
             window.clear()
             log(format_row(row), flush=True)
@@ -119,9 +140,11 @@ def soak(hours: float, nodes: int, seed: int, sim_step: float, period: float, ac
         for i in range(1, total + 1):
             clock.now += period
             t0 = time.perf_counter()
-            if loop.step() is None:
+            if loop.step(explain=explain_between_ms <= 0) is None:
                 failures += 1
             window.append((time.perf_counter() - t0) * 1000)
+            if explain_between_ms > 0:
+                loop.explain_between_ticks(time.monotonic() + explain_between_ms / 1000)
             if i % ticks_per_sample == 0 or i == total:
                 sample(i)
         loop.stop()
@@ -131,6 +154,11 @@ def soak(hours: float, nodes: int, seed: int, sim_step: float, period: float, ac
         if trace and tracemalloc.is_tracing():
             tracemalloc.stop()
 
+
+BALANCE_COLUMNS = [("hour", "{:>5.1f}"), ("pending_jobs", "{:>5d}"), ("running_jobs", "{:>5d}"),
+                   ("gpus_requested", "{:>7.0f}"), ("gpus_allocated", "{:>7.1f}"), ("gpus_idle_allocated", "{:>5.0f}"),
+                   ("explained", "{:>4d}"), ("answered", "{:>4d}"), ("tick_ms_p50", "{:>6.0f}")]
+"""The demo's balance over the soak (``docs/dashboard.md``): does it stay realistic?"""
 
 COLUMNS = [("hour", "{:>5.1f}"), ("ticks", "{:>6d}"), ("rss_mib", "{:>8.1f}"), ("traced_mib", "{:>8.1f}"), ("py_blocks_k", "{:>8.0f}"),
            ("tick_ms_mean", "{:>8.0f}"), ("history_fine", "{:>6d}"), ("history_coarse", "{:>6d}"),
@@ -146,12 +174,44 @@ def format_row(row: dict) -> str:
     return " ".join(fmt.format(row.get(name, 0)) for name, fmt in COLUMNS)
 
 
-def markdown_table(samples: list[dict]) -> str:
-    names = [n for n, _ in COLUMNS]
+def markdown_table(samples: list[dict], columns=COLUMNS) -> str:
+    names = [n for n, _ in columns]
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     for row in samples:
-        lines.append("| " + " | ".join(fmt.format(row.get(n, 0)).strip() for n, fmt in COLUMNS) + " |")
+        lines.append("| " + " | ".join(fmt.format(row.get(n, 0)).strip() for n, fmt in columns) + " |")
     return "\n".join(lines)
+
+
+def plot_balance(samples: list[dict], path: str) -> bool:
+    """Pending jobs, GPUs requested / allocated / idle-allocated per simulated hour (PNG)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    hours = [s["hour"] for s in samples]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
+    for key, label in (("gpus_requested", "GPUs requested"), ("gpus_allocated", "GPUs allocated"),
+                       ("gpus_idle_allocated", "GPUs allocated but idle")):
+        ax.plot(hours, [s.get(key, float("nan")) for s in samples], marker=".", label=label)
+    ax.set_ylabel("GPUs")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left", fontsize=8)
+    ax.set_title("synthetic demo over a long soak: demand, allocation and waiting jobs stay level")
+    ax2.plot(hours, [s.get("pending_jobs", float("nan")) for s in samples], marker=".", color="tab:orange",
+             label="pending jobs")
+    ax2.set_ylabel("pending jobs")
+    ax2.set_xlabel("simulated hours (cluster time)")
+    ax2.set_ylim(bottom=0)
+    ax2.grid(alpha=0.3)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
 
 
 def growth(samples: list[dict], from_hour: float = 2.0) -> dict:
@@ -208,6 +268,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-tracemalloc", action="store_true", help="RSS only (tracemalloc slows every allocation)")
     p.add_argument("--json", default="", help="write the samples and growth here")
     p.add_argument("--png", default="", help="write the memory curve here (needs matplotlib)")
+    p.add_argument("--balance-png", default="", help="write the demo's balance curve here (needs matplotlib)")
+    p.add_argument("--explain-between-ms", type=float, default=0.0,
+                   help="run as the loop thread does: why-pending searches for this long (real ms) after each tick")
     args = p.parse_args(argv)
 
     def write_json(samples: list[dict]) -> None:
@@ -217,11 +280,15 @@ def main(argv=None) -> int:
                                                    "growth": growth(samples)}, indent=1))
 
     samples = soak(args.hours, args.nodes, args.seed, args.sim_step, args.period, args.actions, args.explain_jobs,
-                   not args.no_tracemalloc, args.sample_every, on_sample=write_json)
+                   not args.no_tracemalloc, args.sample_every, on_sample=write_json,
+                   explain_between_ms=args.explain_between_ms)
     g = growth(samples)
     print(f"\ngrowth hour {g['from_hour']:g} → {g['to_hour']:g}: RSS {g['rss_mib']:+.1f} MiB, "
           f"traced {g['traced_mib']:+.2f} MiB")
     print("\n" + markdown_table(samples))
+    print("\n" + markdown_table(samples, BALANCE_COLUMNS))
+    if args.balance_png:
+        print(("wrote " + args.balance_png) if plot_balance(samples, args.balance_png) else "no matplotlib: no PNG")
     if args.png:
         print(("wrote " + args.png) if plot(samples, args.png) else "matplotlib not installed: no PNG")
     return 0

@@ -8,26 +8,30 @@ for every browser session; the loop does not). Options come from ``KAIDASH_*`` e
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 import sys
+import time as _time
 from typing import Optional
 
 import panel as pn
 from panel.theme.fast import Fast
 
-from dashboard.frames import format_duration
+from dashboard import display
 from dashboard.loop import LiveLoop, get_loop
 from dashboard.models import VIEW_TITLES, VIEWS, Selection
 from dashboard.options import SourceOptions
+from dashboard.quiet_log import quiet_closed_sessions
+from dashboard.session import SessionSource
 from dashboard.state import LiveState
 from dashboard.views import (GpusView, OverviewView, PendingView, QueuesView, SettingsView, SnapshotView,
                              TimelineView, WhatIfView)
-from dashboard.views.common import STATUS_COLOURS, badge, ensure_css
+from dashboard.views.a11y import AccessibleNames
+from dashboard.views.common import ensure_css
+from dashboard.views.liveness import Liveness, thresholds
 
 VIEW_CLASSES = {"overview": OverviewView, "queues": QueuesView, "gpus": GpusView, "pending": PendingView,
                 "whatif": WhatIfView, "timeline": TimelineView, "snapshot": SnapshotView, "settings": SettingsView}
-NEEDS_LOOP = {"snapshot", "settings"}
+NEEDS_SOURCE = {"snapshot", "settings"}
 ACCENT = "#4e79a7"
 
 
@@ -40,37 +44,66 @@ def configure_panel(theme: str = "dark") -> None:
     """
     if Fast._resources.get("font"):
         Fast._resources = {**Fast._resources, "font": {}}
-    pn.extension("tabulator", design="fast", theme=theme, notifications=True, sizing_mode="stretch_width")
+    # no notifications extension: the header says what toasts would
+    pn.extension("tabulator", design="fast", theme=theme, sizing_mode="stretch_width")
     ensure_css()
 
 
 class Dashboard(pn.viewable.Viewer):
-    """The whole app for one session: navigation, the active view, a header with loop health.
+    """The whole app for one session: navigation, the active view, a header with live status.
 
-    Views are built on first visit; every ``refresh_s`` the active view re-renders if the loop published a
-    new tick (sessions never run the loop).
+    Views are built on first visit; every ``refresh_s`` the session sends a heartbeat to the header's
+    :class:`~dashboard.views.liveness.Liveness` (which computes data age and connection state in the browser)
+    and the active view re-renders if the loop published a new tick (sessions never run the loop). ``source``
+    says whether the session looks at the shared live state or a private one of its own.
     """
 
-    def __init__(self, state: LiveState, loop: Optional[LiveLoop] = None, selection: Optional[Selection] = None,
-                 refresh_s: Optional[float] = None, **params):
+    def __init__(self, state: Optional[LiveState] = None, loop: Optional[LiveLoop] = None,
+                 selection: Optional[Selection] = None, refresh_s: Optional[float] = None,
+                 source: Optional[SessionSource] = None, **params):
         super().__init__(**params)
-        self.state = state
-        self.loop = loop
+        self.source = source or SessionSource(state, loop, may_change_shared=loop is not None)
         self.selection = selection or Selection()
         self.views: dict[str, pn.viewable.Viewer] = {}
-        self.refresh_s = refresh_s if refresh_s is not None else min(1.0, state.period_s)
+        self.refresh_s = refresh_s if refresh_s is not None else min(1.0, self.state.period_s)
         self.nav = pn.widgets.RadioButtonGroup(options={VIEW_TITLES[v]: v for v in VIEWS}, value=self.selection.view,
                                                orientation="vertical", button_type="primary",
                                                button_style="outline", sizing_mode="stretch_width", name="nav")
         self.nav.param.watch(lambda e: setattr(self.selection, "view", e.new), "value")
         self.selection.param.watch(self._on_view, "view")
-        self.status = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
+        stale_after, silent_after = thresholds(self.state.period_s, self.refresh_s)
+        self.liveness = Liveness(stale_after_s=stale_after, silent_after_s=silent_after, margin=(0, 10),
+                                 sizing_mode="stretch_width")
+        self.names = AccessibleNames(width=0, height=0, margin=0)
         self.sidebar_info = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.scope_bar = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.back_btn = pn.widgets.Button(name="Back to the shared live view", button_type="primary",
+                                          width=240, margin=(5, 10))
+        self.back_btn.on_click(lambda e: self.source.back_to_shared())
+        self.scope_row = pn.Row(self.scope_bar, self.back_btn, sizing_mode="stretch_width", visible=False)
+        self.notice = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.notice_btn = pn.widgets.Button(name="Dismiss", button_type="primary", button_style="outline",
+                                            width=100, margin=(5, 10))
+        self.notice_row = pn.Row(self.notice, self.notice_btn, sizing_mode="stretch_width", visible=False)
+        self.notice_btn.on_click(lambda e: setattr(self.notice_row, "visible", False))
+        seen = self.source.shared.announcement
+        self._seen_announcement = seen["id"] if seen else 0
         self.main = pn.Column(sizing_mode="stretch_width")
         self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10, 5, 10))
+        self.source.on_change(self._on_source)
         self._show(self.selection.view)
         self._update_status()
         self._callback = None
+        self._doc = None
+
+    @property
+    def state(self) -> LiveState:
+        """The state this session renders (shared, or its private source)."""
+        return self.source.state
+
+    @property
+    def loop(self) -> Optional[LiveLoop]:
+        return self.source.shared_loop
 
     # ------------------------------------------------------------------------------------ views
 
@@ -78,7 +111,7 @@ class Dashboard(pn.viewable.Viewer):
         """The view object for ``name`` (built on first use)."""
         if name not in self.views:
             cls = VIEW_CLASSES[name]
-            kwargs = {"loop": self.loop} if name in NEEDS_LOOP else {}
+            kwargs = {"source": self.source} if name in NEEDS_SOURCE else {}
             self.views[name] = cls(self.state, self.selection, **kwargs)
         return self.views[name]
 
@@ -86,47 +119,85 @@ class Dashboard(pn.viewable.Viewer):
         self.nav.value = event.new
         self._show(event.new)
 
+    def _on_source(self) -> None:
+        """The session switched between the shared and a private source: every view is rebuilt on it."""
+        self.views = {name: v for name, v in self.views.items() if name in NEEDS_SOURCE}
+        for v in self.views.values():
+            v.retarget(self.state)
+        stale_after, silent_after = thresholds(self.state.period_s, self.refresh_s)
+        self.liveness.param.update(stale_after_s=stale_after, silent_after_s=silent_after)
+        self._show(self.selection.view)
+        self._update_status()
+
     def _show(self, name: str) -> None:
+        if self.loop is not None:
+            self.loop.hold_searches(5.0)        # building and drawing a view come before why-pending searches
         v = self.view(name)
         v.refresh()
         self.title.object = f'<h2 style="margin:4px 0" data-view="{name}">{VIEW_TITLES[name]}</h2>'
-        self.main.objects = [self.title, v]
+        self.main.objects = [self.notice_row, self.scope_row, self.title, v]
 
     def tick(self) -> None:
-        """Periodic: header health, and the active view if a new tick arrived."""
+        """Periodic: heartbeat and live status, announcements, and the active view if a new tick arrived.
+
+        Nothing while no browser is connected: a closed tab's session lingers until the server's cleanup, and
+        rendering for it would only take time from the pages people look at."""
+        session = getattr(getattr(self._doc, "session_context", None), "session", None)
+        if session is not None and session.connection_count == 0:
+            return
         self._update_status()
+        self._check_announcement()
         self.view(self.selection.view).refresh()
 
     def _update_status(self) -> None:
-        h = self.state.health()
-        age = h["data_age_s"]
-        stale = f" · stale since {_dt.datetime.fromtimestamp(h['stale_since']).strftime('%H:%M:%S')}" \
-            if h["stale_since"] else ""
-        self.status.object = (
-            f'<div style="color:#fff;font-size:14px;white-space:nowrap">{badge(h["status"], STATUS_COLOURS.get(h["status"], "#888"))} '
-            f'{html.escape(h["label"] or h["source"])} · data age {format_duration(age) if age is not None else "–"}'
-            f'{stale}</div>')
-        tick = self.state.tick
+        st = self.state
+        private = self.source.private
+        self.liveness.beat(_time.time(), tick_wall=st.last_tick_wall, period_s=st.period_s,
+                           status=st.source_status, error=st.error, label=st.source_label or st.source_kind,
+                           static=st.source_status == "static",
+                           scope="private: " + self.source.private_label if private else "")
+        self.scope_row.visible = private
+        if not private:
+            self.scope_bar.object = ""
+        else:
+            self.scope_bar.object = (f'<div class="kd-private" data-scope="private"><b>Private view</b>: '
+                                     f'{html.escape(self.source.private_label)}. Everyone else still sees the shared '
+                                     f'live source ({html.escape(self.source.shared.source_label)}).</div>')
+        tick = st.tick
         self.sidebar_info.object = (
-            f'<div class="kd-muted">tick {tick.index if tick else "–"} · period {self.state.period_s:g}s<br>'
-            f'{html.escape(self.state.metrics_status or "")}</div>')
+            f'<div class="kd-muted">tick {tick.index if tick else "–"} · period {st.period_s:g}s<br>'
+            f'{html.escape(st.metrics_status or "")}</div>')
+
+    def _check_announcement(self) -> None:
+        note = self.source.shared.announcement
+        if not note or note["id"] <= self._seen_announcement:
+            return
+        self._seen_announcement = note["id"]
+        self.notice.object = (f'<div class="kd-note" role="alert" data-announcement="{note["id"]}"><b>Shared source '
+                              f'changed</b> at {display.clock(note["wall_time"])}: {html.escape(note["text"])}</div>')
+        self.notice_row.visible = True
 
     def start(self) -> None:
         """Start this session's refresh (server only)."""
         if self._callback is None and pn.state.curdoc is not None:
+            self._doc = pn.state.curdoc
             self._callback = pn.state.add_periodic_callback(self.tick, period=int(self.refresh_s * 1000))
+            pn.state.curdoc.on_session_destroyed(lambda ctx: self.source.close())
 
     def template(self) -> pn.template.BaseTemplate:
         """The served page: FastListTemplate, dark, navigation in the sidebar."""
         tpl = pn.template.FastListTemplate(
-            title="kaidash", header=[self.status], sidebar=[self.nav, self.sidebar_info], main=[self.main],
+            title="kaidash", header=[self.liveness, self.names], sidebar=[self.nav, self.sidebar_info],
+            main=[self.main],
             accent=ACCENT, theme="dark", theme_toggle=False, sidebar_width=200, main_layout=None,
             header_background="#1f2937", font_url="",   # no Google Fonts: the page must load offline
             font="system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif")
         return tpl
 
     def __panel__(self):
-        return pn.Row(pn.Column(self.nav, self.sidebar_info, width=190), self.main, sizing_mode="stretch_width")
+        return pn.Column(self.liveness, self.names,
+                         pn.Row(pn.Column(self.nav, self.sidebar_info, width=190), self.main,
+                                sizing_mode="stretch_width"), sizing_mode="stretch_width")
 
 
 def build_app(loop: Optional[LiveLoop] = None, selection: Optional[Selection] = None,
@@ -134,17 +205,21 @@ def build_app(loop: Optional[LiveLoop] = None, selection: Optional[Selection] = 
     """One session's page over the process's live loop (started on first call); the URL carries the view
     and selection (``?view=queues&queue=llm``)."""
     configure_panel()
+    quiet_closed_sessions()
     if loop is None:
         loop = get_loop(SourceOptions.from_args(sys.argv[1:], base=SourceOptions.from_env()))
+    loop.hold_searches(5.0)            # a page is being built: why-pending searches wait
     selection = selection or Selection()
     if sync_url and pn.state.location is not None:
         query = dict(pn.state.location.query_params or {})
         selection.update_from_query({k: str(v) for k, v in query.items()})
         pn.state.location.sync(selection, {p: p for p in Selection.URL_PARAMS})
-    from dashboard.auth import session_state
+    from dashboard.auth import ALL, ScopedState, session_state
 
-    state, may_change_source = session_state(loop.state)   # per-user queue scope when an access map is set
-    dash = Dashboard(state, loop if may_change_source else None, selection)
+    state, may_change_shared, user, granted = session_state(loop.state)   # per-user queue scope (access map)
+    scope = None if granted == ALL else (lambda private: ScopedState(private, granted))
+    source = SessionSource(state, loop, may_change_shared=may_change_shared, user=user, scope=scope)
+    dash = Dashboard(source=source, selection=selection)
     dash.start()
     return dash.template()
 

@@ -19,6 +19,13 @@ Access map format::
     groups:                     # OIDC ``groups`` claim of the user info
       ml-platform: "*"
     default: []                 # everyone else: nothing (refused); "*" would let every login see everything
+    roles:                      # what a login may do beyond looking
+      source-admin:             # switch the shared source (Settings, Snapshot "for everyone"); every session is told
+        users: [carol]
+        groups: [ml-platform]
+
+Without the ``source-admin`` role (and always without an access map) Settings, snapshot import and What-if act
+on the user's own session only.
 
 No Panel import at module level (the filtering is plain data; the CLI imports this without the UI stack).
 """
@@ -50,15 +57,23 @@ Grant = Union[str, frozenset]       # ALL, or a frozenset of queue names as writ
 
 # ------------------------------------------------------------------------------------------- access map
 
+ROLES = ("source-admin",)
+"""Roles an access map can give: ``source-admin`` may switch the shared source for every session."""
+
+
 class AccessMap:
-    """Users and groups → queues (or departments) they may see."""
+    """Users and groups → queues (or departments) they may see, and the roles they hold."""
 
     def __init__(self, users: Optional[Mapping[str, Any]] = None, groups: Optional[Mapping[str, Any]] = None,
-                 default: Any = (), source: str = "access map"):
+                 default: Any = (), source: str = "access map", roles: Optional[Mapping[str, Any]] = None):
         self.source = source
         self.users = {str(k): _grant(v, f"{source}: users.{k}") for k, v in (users or {}).items()}
         self.groups = {str(k): _grant(v, f"{source}: groups.{k}") for k, v in (groups or {}).items()}
         self.default = _grant(default, f"{source}: default")
+        self.roles = {name: _members(value, f"{source}: roles.{name}") for name, value in (roles or {}).items()}
+        unknown = sorted(set(self.roles) - set(ROLES))
+        if unknown:
+            raise SourceError(f"{source}: roles.{unknown[0]}: unknown role (known: {', '.join(ROLES)})")
 
     @classmethod
     def from_dict(cls, doc: Any, source: str = "access map") -> "AccessMap":
@@ -66,13 +81,15 @@ class AccessMap:
             doc = {}
         if not isinstance(doc, dict):
             raise SourceError(f"{source}: expected a mapping with users / groups / default, got {type(doc).__name__}")
-        unknown = set(doc) - {"users", "groups", "default"}
+        unknown = set(doc) - {"users", "groups", "default", "roles"}
         if unknown:
-            raise SourceError(f"{source}: unknown key {sorted(unknown)[0]!r} (expected users, groups, default)")
+            raise SourceError(f"{source}: unknown key {sorted(unknown)[0]!r} (expected users, groups, default, roles)")
         for key in ("users", "groups"):
             if doc.get(key) is not None and not isinstance(doc[key], dict):
                 raise SourceError(f"{source}: {key} must map names to a list of queues or \"*\"")
-        return cls(doc.get("users"), doc.get("groups"), doc.get("default", []), source)
+        if doc.get("roles") is not None and not isinstance(doc["roles"], dict):
+            raise SourceError(f"{source}: roles must map a role name to its users and groups")
+        return cls(doc.get("users"), doc.get("groups"), doc.get("default", []), source, doc.get("roles"))
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "AccessMap":
@@ -100,6 +117,14 @@ class AccessMap:
             return ALL
         return frozenset().union(*grants)
 
+    def has_role(self, user: Optional[str], groups: Iterable[str], role: str) -> bool:
+        """Does ``user`` (or one of ``groups``) hold ``role``?"""
+        members = self.roles.get(role)
+        if members is None:
+            return False
+        users, member_groups = members
+        return (user is not None and user in users) or any(g in member_groups for g in groups or ())
+
     def authorize(self, user_info: Optional[dict], request_path: str = "") -> bool:
         """Panel's ``authorize_callback``: may this login open the dashboard at all?"""
         user, groups = user_and_groups(user_info)
@@ -116,6 +141,19 @@ def _grant(value: Any, where: str) -> Grant:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
         return frozenset(value)
     raise SourceError(f"{where}: expected a list of queue names or \"*\", got {value!r}")
+
+
+def _members(value: Any, where: str) -> tuple[frozenset, frozenset]:
+    """A role's ``{users: [...], groups: [...]}`` as two sets of names."""
+    if not isinstance(value, dict) or set(value) - {"users", "groups"}:
+        raise SourceError(f"{where}: expected users: [...] and/or groups: [...]")
+    out = []
+    for key in ("users", "groups"):
+        names = value.get(key) or []
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise SourceError(f"{where}.{key}: expected a list of names, got {names!r}")
+        out.append(frozenset(names))
+    return out[0], out[1]
 
 
 def user_and_groups(user_info: Optional[dict]) -> tuple[Optional[str], list[str]]:
@@ -184,8 +222,9 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
     else:
         job_keys = {j.key for j in snapshot.jobs}
     explanations = {k: redact.explanation(v) for k, v in (tick.explanations or {}).items() if k in job_keys}
+    insight = tick.insight.scoped_to(visible, job_keys) if tick.insight is not None else None
     return dataclasses.replace(tick, snapshot=snapshot, result=result, explanations=explanations,
-                               gpu_frame=scope_gpu_frame(tick.gpu_frame, visible))
+                               gpu_frame=scope_gpu_frame(tick.gpu_frame, visible), tables={}, insight=insight)
 
 
 def scope_snapshot(snap, visible: frozenset):
@@ -271,7 +310,7 @@ def cached_scope(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
 
 
 MIRRORED = ("revision", "source_kind", "source_label", "source_status", "metrics_status", "stale_since",
-            "last_tick_wall", "period_s", "errors_total")
+            "last_tick_wall", "period_s", "errors_total", "announcement")
 
 
 class ScopedState(LiveState):
@@ -395,24 +434,26 @@ def _session_user() -> tuple[Optional[str], list[str], dict]:
     return user, groups, info
 
 
-def session_state(base: LiveState) -> tuple[LiveState, bool]:
-    """The state a new session's views read, and whether that user may change the source (settings, import).
+def session_state(base: LiveState) -> tuple[LiveState, bool, str, Grant]:
+    """What a new session sees and may do: ``(state, may change the shared source, user name, grant)``.
 
-    Without an access map, or for a user granted everything, it is ``base`` itself. Otherwise a
-    :class:`ScopedState` detached again when the session is destroyed.
+    The state is ``base`` itself without an access map or for a user granted everything, else a
+    :class:`ScopedState` detached again when the session is destroyed. Changing the shared source needs the
+    ``source-admin`` role of the access map: without a map nobody may (everyone explores privately).
     """
-    if _ACCESS is None:
-        return base, True
     import panel as pn
 
     user, groups, _ = _session_user()
+    if _ACCESS is None:
+        return base, False, user or "", ALL
     granted = _ACCESS.grant(user, groups)
+    may_change = _ACCESS.has_role(user, groups, "source-admin")
     if granted == ALL:
-        return base, True
+        return base, may_change, user or "", ALL
     scoped = ScopedState(base, granted)
     if pn.state.curdoc is not None:
         pn.state.curdoc.on_session_destroyed(lambda ctx: scoped.detach())
-    return scoped, False
+    return scoped, may_change, user or "", granted
 
 
 def add_auth_arguments(parser: argparse.ArgumentParser) -> None:
@@ -501,5 +542,6 @@ def access_map_from(args: argparse.Namespace, env: Optional[Mapping[str, str]] =
     return AccessMap.load(path) if path else None
 
 
-__all__ = ["AccessMap", "ScopedState", "ScopedHistory", "scope_tick", "expand", "serve_kwargs", "add_auth_arguments",
+__all__ = ["AccessMap", "ROLES", "ScopedState", "ScopedHistory", "scope_tick", "expand", "serve_kwargs",
+           "add_auth_arguments",
            "configure_access", "session_state", "access_map_from", "user_and_groups", "ALL"]

@@ -90,31 +90,34 @@ class KubeFeed(Feed):
 class SimFeed(Feed):
     """A simulated cluster: the :class:`~scheduler.simulate.Simulator` applies each cycle's decisions.
 
-    One tick = one scheduling cycle, ``step_s`` cluster seconds after the previous one. The simulator owns
-    and mutates its live snapshot, so the feed hands the loop copies: the session's input (for why-pending
-    explanations) and the post-decision state.
+    One tick = one scheduling cycle, ``step_s`` cluster seconds after the previous one. The simulator is
+    copy-on-write (each step starts from a fresh container and replaces jobs rather than modifying them), so
+    the session's input (for why-pending explanations) and the post-decision state are handed on as they are:
+    nothing modifies them later. (Deep-copying both cost more than the scheduling session itself.)
     """
 
     kind = "sim"
     static = False
 
     def __init__(self, snapshot: Snapshot, arrivals: Optional[list] = None, step_s: float = 30.0,
-                 label: str = "simulated cluster", refill: Optional[Callable[[int], list]] = None):
+                 label: str = "simulated cluster", refill: Optional[Callable[[int], list]] = None,
+                 usage: Optional[Callable] = None, patience_s: Optional[float] = None):
         from scheduler.simulate import Simulator
 
         super().__init__(snapshot, label)
         self.step_s = step_s
         self.refill = refill
         self.refills = 0
+        self.usage = usage
         self._horizon = max((_offset(a) for a in arrivals or []), default=0.0)
         self._schedule: Optional[Schedule] = None
         self._input: Optional[Snapshot] = None
         self.sim = Simulator(snapshot, arrivals or [], period_s=step_s, fast_forward=False,
-                             session=self._session)
+                             session=self._session, patience_s=patience_s)
         self.last_step = None
 
     def _session(self, snap: Snapshot):
-        self._input = snap.copy()
+        self._input = snap
         return self._schedule(snap)
 
     def tick(self, schedule: Schedule) -> tuple[Snapshot, Any]:
@@ -126,12 +129,24 @@ class SimFeed(Feed):
         result = step.result
         if result is None:
             raise SourceError("the simulator ran no session")
-        scheduled = step.snapshot.copy()
+        scheduled = step.snapshot
+        self._give_usage(scheduled)
         result = dataclasses.replace(result, snapshot=scheduled)
         return (self._input if self._input is not None else scheduled), result
 
     def snapshot(self) -> Snapshot:
         return self.sim.snapshot
+
+    def _give_usage(self, snap: Snapshot) -> None:
+        """Pods that started since the last tick get their real usage (the scenario's model), so jobs that
+        arrived later are not all read as idle allocations. (Set on the pod in place: a pod's usage is a
+        property of the pod, the same in every snapshot that holds it.)"""
+        if self.usage is None:
+            return
+        nodes = snap.node_map()
+        for job, t in snap.iter_tasks():
+            if t.usage is None and t.node in nodes and t.is_gpu and t.status in ("running", "binding"):
+                t.usage = self.usage(job, t, nodes[t.node])
 
     def _maybe_refill(self) -> None:
         """A dashboard runs for days: when the scenario's arrivals run out, queue the next batch."""
@@ -146,8 +161,9 @@ class SimFeed(Feed):
 
     def status(self) -> str:
         s = self.sim
+        gave_up = f" · {s.withdrawn_total} withdrawn after waiting too long" if s.withdrawn_total else ""
         return (f"{self.label}: cycle {s.cycles_run} every {self.step_s:g} cluster-s · {s.arrived_total} arrived · "
-                f"{s.completed_total} completed · {s.evicted_total} evicted · {len(s.events)} events queued")
+                f"{s.completed_total} completed{gave_up} · {s.evicted_total} evicted · {len(s.events)} events queued")
 
 
 def _offset(item: Any) -> float:
@@ -186,7 +202,7 @@ def make_feed(options: SourceOptions) -> Feed:
     if options.source == "trace":
         return _trace_feed(options, step)
     try:
-        from scheduler.sources.synthetic import generate_scenario
+        from scheduler.sources.synthetic import generate_scenario, usage_for
     except ImportError as exc:
         raise SourceError(f"the synthetic scenario generator is not available ({exc}); "
                           "start with --snapshot FILE instead") from exc
@@ -196,7 +212,13 @@ def make_feed(options: SourceOptions) -> Feed:
         more = generate_scenario(seed=options.seed + k, nodes=options.nodes)
         return [(a.offset_s, _renamed(a.job, f"-r{k}")) for a in more.arrivals]
 
-    return SimFeed(scenario.snapshot, list(scenario.arrivals), step_s=step, label=options.label(), refill=refill)
+    return SimFeed(scenario.snapshot, list(scenario.arrivals), step_s=step, label=options.label(), refill=refill,
+                   usage=usage_for, patience_s=DEMO_PATIENCE_S)
+
+
+DEMO_PATIENCE_S = 8 * 3600.0
+"""In the embedded demo, a job that never started is withdrawn after waiting 8 cluster hours, as people delete
+jobs stuck pending: the backlog of huge gangs stays bounded when the demo runs for days."""
 
 
 def _trace_feed(options: SourceOptions, step: float) -> Feed:

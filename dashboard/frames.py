@@ -392,12 +392,10 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
     })
     held = slices[slices["status"].isin(("running", "binding", "releasing"))] if len(slices) else slices
     if len(held):
-        agg = held.groupby(["node", "gpu_index"], sort=False).agg(
-            allocated=("share", "sum"), slices=("task", "count"),
-            memory_used_mib=("memory_used_mib", lambda s: s.sum(min_count=1)),
-            gpu_util=("gpu_util", lambda s: s.sum(min_count=1)),
-            over_share=("over_share", "any")).reset_index()
-        base = base.merge(agg, on=["node", "gpu_index"], how="left")
+        groups = held.groupby(["node", "gpu_index"], sort=False)
+        agg = groups.agg(allocated=("share", "sum"), slices=("task", "count"), over_share=("over_share", "any"))
+        sums = groups[["memory_used_mib", "gpu_util"]].sum(min_count=1)     # NaN when no slice has a value
+        base = base.merge(agg.join(sums).reset_index(), on=["node", "gpu_index"], how="left")
     else:
         for c in ("allocated", "slices", "memory_used_mib", "gpu_util", "over_share"):
             base[c] = np.nan

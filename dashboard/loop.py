@@ -13,6 +13,7 @@ never stops the loop: the last good tick stays published and the state says ``st
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time as _time
@@ -25,7 +26,7 @@ from scheduler.model import Snapshot
 from .feeds import Feed, make_feed
 from .health import assess, note_attempt
 from .options import SourceOptions
-from .state import LiveState, Tick
+from .state import LiveState, Tick, record_from_tick
 
 log = logging.getLogger("kaidash.loop")
 
@@ -92,6 +93,8 @@ class MetricsReader:
         """Whether the last call delivered GPU metrics (``None``: no GPU metrics configured)."""
         self.age_s: Optional[float] = None
         """Age of the delivered data in seconds (0 fresh; the last good frame's age when stale)."""
+        self._last: Optional[tuple] = None     # (inputs fingerprint, frame, status): the simulated frame's cache
+        self._last_gpus: list = []
 
     @property
     def exporter(self):
@@ -134,8 +137,11 @@ class MetricsReader:
 
         if not any(t.usage is not None for _, t in snapshot.iter_tasks()):
             return None, "no GPU metrics: the snapshot carries no usage (pass --prometheus URL for DCGM data)"
-        gpus = simulate_gpus(snapshot)
-        samples = sim_samples(gpus)
+        holders = holders_fingerprint(snapshot)
+        if self._last is not None and self._last[0][0] == holders:
+            gpus = self._last_gpus                   # the same holders: the exporter would say the same
+        else:
+            gpus = self._last_gpus = simulate_gpus(snapshot)
         util = {(g.node, g.index): g.values.get("gpu_util") for g in gpus}
         self._recent_util = (self._recent_util + [util])[-self.idle_window_ticks:]
         idle_max = None
@@ -143,8 +149,30 @@ class MetricsReader:
             keys = set.intersection(*(set(u) for u in self._recent_util))
             idle_max = {k: max(u[k] for u in self._recent_util) for k in keys
                         if all(u[k] is not None for u in self._recent_util)}
-        frame = dcgm.build_gpu_frame(snapshot, samples, idle_max)
-        return frame, f"simulated dcgm-exporter ({len(gpus)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
+        key = (holders, tuple(sorted(idle_max.items())) if idle_max is not None else None)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1], self._last[2]        # nothing a GPU shows changed: the same frame object
+        frame = dcgm.build_gpu_frame(snapshot, sim_samples(gpus), idle_max)
+        status = f"simulated dcgm-exporter ({len(gpus)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
+        self._last = (key, frame, status)
+        return frame, status
+
+
+def holders_fingerprint(snapshot: Snapshot) -> tuple:
+    """Everything the simulated per-GPU frame depends on besides the idle window: the GPU nodes and every pod
+    holding a GPU (job, queue, status, devices, request, usage). Equal fingerprints give equal frames, so the
+    simulated exporter is re-read only when one of these changed (on a 30 s step most ticks change nothing on
+    the GPUs)."""
+    nodes = tuple((n.name, n.gpus, n.gpu_memory_mib, n.gpu_model, n.ready) for n in snapshot.nodes if n.gpus)
+    pods = tuple((job.key, job.queue, t.name, t.status, t.node, tuple(t.gpu_indices), tuple(t.gpu_groups), t.gpu,
+                  t.gpu_memory_mib, t.gpu_devices, t.usage.gpu_memory_mib if t.usage else None,
+                  t.usage.gpu_util if t.usage else None)
+                 for job, t in snapshot.iter_tasks() if t.node and t.is_gpu and t.status in HOLDING)
+    return nodes, pods
+
+
+HOLDING = frozenset({"running", "binding", "releasing", "pipelined"})
+"""Task statuses that hold (or are about to hold) a GPU device, as the exporter and the slices frame see them."""
 
 
 def sim_samples(gpus) -> "pd.DataFrame":
@@ -152,24 +180,31 @@ def sim_samples(gpus) -> "pd.DataFrame":
     exporter's GPUs: what parsing its ``/metrics`` text would give, without rendering and re-parsing 10
     series per GPU every tick. Each device series carries the pod dcgm-exporter credits (whole-GPU holder, or
     KAI's reservation pod on a shared GPU)."""
+    import numpy as np
     import pandas as pd
     from scheduler.metrics.dcgm import SAMPLE_COLUMNS
 
-    rows = []
-    for g in gpus:
-        pod = g.credited
-        for field, value in g.values.items():
-            rows.append((g.node, g.index, g.uuid, g.model_name, field, float(value),
-                         pod.pod if pod else "", pod.namespace if pod else "", pod.container if pod else "",
-                         "", ""))
-    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS)
+    counts = [len(g.values) for g in gpus]
+    per_gpu = {"host": [g.node for g in gpus], "gpu_index": [g.index for g in gpus], "uuid": [g.uuid for g in gpus],
+               "model": [g.model_name for g in gpus],
+               "pod": [g.credited.pod if g.credited else "" for g in gpus],
+               "namespace": [g.credited.namespace if g.credited else "" for g in gpus],
+               "container": [g.credited.container if g.credited else "" for g in gpus]}
+    columns = {k: np.repeat(np.asarray(v, dtype=object if k != "gpu_index" else np.int64), counts)
+               for k, v in per_gpu.items()}
+    columns["field"] = np.asarray([f for g in gpus for f in g.values], dtype=object)
+    columns["value"] = np.fromiter((float(v) for g in gpus for v in g.values.values()), dtype=float,
+                                   count=sum(counts))
+    columns["pod_uid"] = columns["mig"] = np.full(sum(counts), "", dtype=object)
+    return pd.DataFrame({c: columns[c] for c in SAMPLE_COLUMNS})
 
 
 class LiveLoop:
     """Runs ticks on a daemon thread and publishes them on ``state``."""
 
     def __init__(self, options: Optional[SourceOptions] = None, state: Optional[LiveState] = None,
-                 feed: Optional[Feed] = None):
+                 feed: Optional[Feed] = None, publish_metrics: bool = True, insight: bool = True,
+                 prices: Optional[Any] = None):
         self.options = options or SourceOptions()
         self.state = state or LiveState(period_s=self.options.period_s)
         self.state.period_s = self.options.period_s
@@ -185,10 +220,34 @@ class LiveLoop:
         self.explain_jobs = 4
         self.explain_budget_ms = 40.0
         self.explain_ttl_ticks = 30
+        self.between_ticks_share = 0.35
+        self.between_ticks_budget_ms = 600.0     # per job: a search yields to a page being built this quickly
         self._explained: dict[str, tuple[int, Any]] = {}
-        self.own_metrics = _own_metrics()
+        self._last_input: Optional[tuple[Snapshot, Any]] = None
+        self._searches_held_until = 0.0
+        self.explain_ms_last = 0.0
+        self.last_timings: dict[str, float] = {}
+        self.own_metrics = _own_metrics() if publish_metrics else None   # a session's private loop serves none
+        self.prices = prices
+        self.insight = self._new_tracker() if insight else None
         label = feed.label if feed is not None else self.options.label()
         self.state.reset(feed.kind if feed is not None else self.options.source, label)
+
+    def _new_tracker(self):
+        """Job log, ETA planner and cost ledger for the current source (dashboard.insight)."""
+        from .insight import InsightTracker, load_prices
+
+        return InsightTracker(self.prices or load_prices(self.options.prices), on_report=self._eta_ready)
+
+    def _eta_ready(self) -> None:
+        """A background ETA estimate finished: republish the current tick with it (a static snapshot publishes
+        no next tick)."""
+        with self._lock:
+            tick = self.state.tick
+            if tick is None or self.insight is None or tick.insight is None:
+                return
+            self.state.publish(dataclasses.replace(tick, insight=self.insight.with_current_eta(
+                tick.insight, tick.scheduled)), record=False)
 
     # ------------------------------------------------------------------------------------ one tick
 
@@ -202,8 +261,14 @@ class LiveLoop:
                 self._feed_error = str(exc)
         return self._feed
 
-    def step(self) -> Optional[Tick]:
-        """Run one tick synchronously; returns the published tick, or ``None`` when it failed."""
+    def step(self, explain: bool = True) -> Optional[Tick]:
+        """Run one tick synchronously; returns the published tick, or ``None`` when it failed.
+
+        ``explain``: search counterfactuals for a few waiting jobs inside the tick (``explain_jobs`` jobs,
+        ``explain_budget_ms`` each): what a notebook or a test calling ``step()`` wants. The loop thread passes
+        ``False`` and searches between ticks instead (:meth:`explain_between_ticks`), so a tick stays short and
+        a search gets time enough to find an answer; the tick then carries the explanations found so far.
+        """
         with self._lock:
             note_attempt(self.state)   # readiness heartbeat (dashboard.health)
             feed = self.feed
@@ -226,17 +291,45 @@ class LiveLoop:
                 if self.own_metrics is not None:
                     self.own_metrics.source_down(feed.kind)   # the KaidashSourceDown alert can fire
                 return None
-            session_ms = (_time.perf_counter() - started) * 1000
-            explanations, note = self._explain(snapshot, result)
+            marks = [_time.perf_counter()]
+            explanations, note = self._explain(snapshot, result) if explain else (self._cached(result), "")
+            self._last_input = (snapshot, result)
+            marks.append(_time.perf_counter())
+            scheduled = getattr(result, "snapshot", None) or snapshot
             # devices as observed (the source's snapshot and DCGM), never the session's invented placements
             gpu_frame, metrics_status = self.metrics.frame(snapshot)
-            duration_ms = (_time.perf_counter() - started) * 1000
+            marks.append(_time.perf_counter())
+            insight = None
+            if self.insight is not None:
+                try:
+                    insight = self.insight.observe(snapshot, scheduled, gpu_frame, getattr(result, "evicted", None),
+                                                   simulated=feed.kind == "sim")
+                except Exception:  # noqa: BLE001 — waits, ETA and cost must not stop the tick
+                    log.warning("waits/ETA/cost failed:\n%s", traceback.format_exc())
+            marks.append(_time.perf_counter())
             tick = Tick(index=self._index, wall_time=_time.time(), snapshot=snapshot, result=result,
-                        gpu_frame=gpu_frame, explanations=explanations, duration_ms=duration_ms)
+                        gpu_frame=gpu_frame, explanations=explanations, insight=insight)
+            prev = self.state.tick
+            if gpu_frame is not None and prev is not None and prev.gpu_frame is gpu_frame and prev.tables:
+                tick.tables.update(prev.tables)      # the same GPU frame: the same per-GPU tables
+            # (the per-GPU tables themselves are built by the first view that shows them: gpu_tables)
+            record = record_from_tick(tick)          # the history point: totals and per-queue numbers
+            marks.append(_time.perf_counter())
+            tick = dataclasses.replace(tick, duration_ms=(marks[-1] - started) * 1000)
+            record.totals["cycle_ms"] = tick.duration_ms
+            self.last_timings = {name: (b - a) * 1000 for name, a, b in
+                                 zip(("session_ms", "explain_ms", "gpu_frame_ms", "insight_ms", "history_ms"),
+                                     [started, *marks[:-1]], marks)}
+            self.last_timings["tick_ms"] = tick.duration_ms
             self._index += 1
             self.state.metrics_status = metrics_status
-            self.state.publish(tick)
-            self.state.source_detail = (f"{feed.status()} · session {session_ms:,.0f} ms"
+            self.state.history.append(record)
+            self.state.publish(tick, record=False)
+            t = self.last_timings
+            self.state.source_detail = (f"{feed.status()} · tick {t['tick_ms']:,.0f} ms (session "
+                                        f"{t['session_ms']:,.0f}, why-pending {t['explain_ms']:,.0f}, GPU frame "
+                                        f"{t['gpu_frame_ms']:,.0f}, waits/cost {t['insight_ms']:,.0f}, "
+                                        f"history {t['history_ms']:,.0f})"
                                         + (f" — {note}" if note else ""))
             assess(self.state, feed)   # degraded: what this tick succeeded despite (dashboard.health)
             self._observe(tick)
@@ -270,14 +363,68 @@ class LiveLoop:
         self._explained = cache
         return {k: v for k, (_, v) in cache.items()}, note
 
+    def _waiting(self, result) -> list[str]:
+        return [k for k, d in (getattr(result, "jobs", None) or {}).items() if d.status in ("pending", "pipelined")]
+
+    def _cached(self, result) -> dict:
+        """The explanations found so far for the jobs still waiting (dropping the others)."""
+        waiting = set(self._waiting(result))
+        self._explained = {k: v for k, v in self._explained.items() if k in waiting}
+        return {k: v for k, (_, v) in self._explained.items()}
+
+    def hold_searches(self, seconds: float = 5.0) -> None:
+        """No why-pending search for ``seconds`` (a page is being built: it gets the CPU first; searches are
+        the loop's lowest-priority work and hold the interpreter while they run)."""
+        self._searches_held_until = max(self._searches_held_until, _time.monotonic() + seconds)
+
+    def explain_between_ticks(self, deadline: float) -> int:
+        """Counterfactual searches on the last tick, one job at a time, until ``deadline`` (``time.monotonic``);
+        returns how many jobs were explained. Jobs never explained go first, then the longest waiting; each
+        search gets ``between_ticks_budget_ms`` (or what is left). Results appear with the next tick."""
+        explain = _explainer()
+        if explain is None or self._last_input is None:
+            return 0
+        snapshot, result = self._last_input
+        waiting = self._waiting(result)
+        due = [k for k in waiting if k not in self._explained
+               or self._index - self._explained[k][0] >= self.explain_ttl_ticks]
+        created = {j.key: j.creation_time for j in snapshot.jobs}
+        due.sort(key=lambda k: (k in self._explained, created.get(k, 0.0), k))
+        done = 0
+        began = _time.monotonic()
+        for key in due:
+            left_ms = (deadline - _time.monotonic()) * 1000
+            if left_ms < 50 or _time.monotonic() < self._searches_held_until:
+                break
+            try:
+                fresh = explanations_by_job(explain(snapshot, result, jobs=[key],
+                                                    budget_ms_per_job=min(self.between_ticks_budget_ms, left_ms)))
+            except Exception:  # noqa: BLE001 — an explanation must never stop the loop
+                log.warning("explain failed:\n%s", traceback.format_exc())
+                break
+            with self._lock:
+                self._explained.update({k: (self._index, v) for k, v in fresh.items()})
+            done += 1
+        self.explain_ms_last = (_time.monotonic() - began) * 1000
+        feed, tick = self._feed, self.state.tick
+        if done and feed is not None and feed.static and tick is not None:
+            # A fixed snapshot publishes no next tick: show what was found on the one it has.
+            self.state.publish(dataclasses.replace(tick, explanations=self._cached(tick.result)), record=False)
+        return done
+
     def _observe(self, tick: Tick) -> None:
         if self.own_metrics is not None and tick.result is not None:
             try:
                 sources = {self.state.source_kind or "source": {"snapshot": True}}
                 if self.metrics.up is not None:
                     sources["dcgm"] = {"gpu_metrics": self.metrics.up}
+                ins = tick.insight
                 self.own_metrics.update(tick.result, tick.gpu_frame, now=tick.wall_time, observed=tick.snapshot,
-                                        sources=sources, gpu_metrics_age_s=self.metrics.age_s)
+                                        sources=sources, gpu_metrics_age_s=self.metrics.age_s,
+                                        history=ins.history if ins is not None else None,
+                                        eta=ins.eta if ins is not None else None,
+                                        costs=ins.costs if ins is not None else None,
+                                        ledger=ins.ledger if ins is not None else None)
             except Exception:  # noqa: BLE001 — the exposition must not stop the loop
                 log.warning("own metrics update failed:\n%s", traceback.format_exc())
         for cb in list(self.on_tick):
@@ -301,6 +448,10 @@ class LiveLoop:
             self._feed_error = None
             self._index = 0
             self._explained = {}
+            if self.insight is not None:
+                self.insight.eta_enabled = False        # a running estimate of the old source reports nowhere
+                self.insight.on_report = None
+                self.insight = self._new_tracker()      # another cluster: its own job log, ETA and cost
             kind = feed.kind if feed is not None else self.options.source
             self.state.reset(kind, feed.label if feed is not None else self.options.label())
         self._wake.set()
@@ -335,13 +486,17 @@ class LiveLoop:
         while not self._stop.is_set():
             began = _time.monotonic()
             try:
-                self.step()
+                self.step(explain=False)
             except Exception:  # noqa: BLE001 — the loop never dies
                 log.error("tick failed:\n%s", traceback.format_exc())
                 self.state.fail("internal error, see server log")
             took = _time.monotonic() - began
-            # A tick slower than the period still leaves the process half its time (sessions, other work).
-            wait = max(self.options.period_s - took, 0.5 * took)
+            period = self.options.period_s
+            # Why-pending searches use part of the idle time (the rest is the sessions': they render while
+            # the loop waits); a tick slower than the period still leaves the process half its time.
+            if not self._wake.is_set() and took < period:
+                self.explain_between_ticks(began + took + self.between_ticks_share * (period - took))
+            wait = max(period - (_time.monotonic() - began), 0.5 * took)
             self._wake.wait(wait)
             self._wake.clear()
 
@@ -349,9 +504,11 @@ class LiveLoop:
 # ------------------------------------------------------------------------------ notebooks and tests
 
 def publish_snapshot(state: LiveState, snapshot: Snapshot, label: str = "snapshot",
-                     metrics: Optional[MetricsReader] = None) -> Optional[Tick]:
-    """Schedule ``snapshot`` once and publish it on ``state`` (static): what a notebook or an import uses."""
-    loop = LiveLoop(SourceOptions(source="snapshot"), state=state, feed=Feed(snapshot, label=label))
+                     metrics: Optional[MetricsReader] = None, insight: bool = False) -> Optional[Tick]:
+    """Schedule ``snapshot`` once and publish it on ``state`` (static): what a notebook or an import uses.
+    ``insight``: also cost it and estimate its ETA in the background (republished on ``state`` when ready)."""
+    loop = LiveLoop(SourceOptions(source="snapshot"), state=state, feed=Feed(snapshot, label=label),
+                    publish_metrics=False, insight=insight)
     if metrics is not None:
         loop.metrics = metrics
     return loop.step()

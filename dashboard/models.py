@@ -22,9 +22,11 @@ import param
 from scheduler.model import RESOURCES
 from scheduler.overlay import OVERLAY_COLUMNS, session_overlay
 from scheduler.placement import NODE_STRATEGIES
+from scheduler.waits import QUEUE_STATUS_COLUMNS
 
-from . import frames
-from .state import LiveState, Tick
+from . import display, frames
+from .insight import with_eta
+from .state import LiveState, Tick, gpu_tables
 
 VIEWS = ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings")
 VIEW_TITLES = {"overview": "Overview", "queues": "Queues", "gpus": "GPUs", "pending": "Pending",
@@ -135,6 +137,11 @@ class OverviewModel(ViewModel):
     def health(self) -> dict:
         return self.state.health()
 
+    def waits_and_cost(self) -> dict:
+        """:func:`scheduler.waits.cluster_overview` of the tick ({} before it has waits, ETA and cost)."""
+        ins = self.tick.insight if self.tick is not None else None
+        return ins.overview(self.snapshot) if ins is not None else {}
+
 
 def queue_table(tick: Optional[Tick], resource: str = "gpu") -> pd.DataFrame:
     """The queue frame of a tick (cached per tick)."""
@@ -146,22 +153,22 @@ def queue_table(tick: Optional[Tick], resource: str = "gpu") -> pd.DataFrame:
 
 def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
-        return _empty(frames.PENDING_COLUMNS)
-    return per_tick(tick, "pending", lambda: frames.pending_frame(tick.scheduled, tick.result, tick.explanations))
+        return with_eta(_empty(frames.PENDING_COLUMNS), None)
+    return per_tick(tick, "pending", lambda: with_eta(frames.pending_frame(tick.scheduled, tick.result,
+                                                                           tick.explanations), tick.insight))
 
 
 def slices_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return _empty(frames.SLICE_COLUMNS)
-    # the observed cluster: the session's placements are an overlay (overlay_table), never drawn as holders
-    return per_tick(tick, "slices", lambda: frames.gpu_slices_frame(tick.snapshot, tick.gpu_frame))
+    # the observed cluster (gpu_tables): the session's placements are an overlay (overlay_table), never holders
+    return gpu_tables(tick)["slices"]
 
 
 def gpu_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return _empty(frames.GPU_COLUMNS)
-    return per_tick(tick, "gpus", lambda: frames.gpu_frame_from_slices(tick.snapshot, slices_table(tick),
-                                                                       tick.gpu_frame))
+    return gpu_tables(tick)["gpus"]
 
 
 def overlay_table(tick: Optional[Tick]) -> pd.DataFrame:
@@ -190,6 +197,18 @@ class QueuesModel(ViewModel):
         if self.only_active and len(df):
             df = df[(df["requested"] > 0) | (df["allocated"] > 0)]
         return df
+
+    def status(self) -> pd.DataFrame:
+        """Per leaf queue: depth, waits (started jobs, estimated), gangs, evictions and waste cost
+        (:func:`scheduler.waits.queue_status`); empty before the first tick."""
+        ins = self.tick.insight if self.tick is not None else None
+        if ins is None:
+            return _empty(QUEUE_STATUS_COLUMNS)
+        return ins.queue_status(self.snapshot)
+
+    def currency(self) -> str:
+        ins = self.tick.insight if self.tick is not None else None
+        return ins.costs.currency if ins is not None and ins.costs is not None else "USD"
 
     def descendants(self, queue: str) -> list[str]:
         """The queue and every queue below it."""
@@ -294,13 +313,19 @@ class GpusModel(ViewModel):
 
     def node_summary(self) -> pd.DataFrame:
         """One row per node: GPUs, allocated, utilisation, flags (the aggregate for large clusters)."""
-        g = self.gpus()
+        return self.node_summary_of(self.gpus())
+
+    @staticmethod
+    def node_summary_of(g: pd.DataFrame) -> pd.DataFrame:
+        """:meth:`node_summary` of some GPUs (e.g. a page of them)."""
         if not len(g):
             return pd.DataFrame(columns=["node", "pool", "gpu_model", "gpus", "allocated", "gpu_util",
-                                         "idle_allocated", "over_share"])
-        return g.groupby(["node", "pool", "gpu_model"], sort=False).agg(
-            gpus=("gpu_index", "count"), allocated=("allocated", "sum"), gpu_util=("gpu_util", "mean"),
-            idle_allocated=("idle_allocated", "sum"), over_share=("over_share", "sum")).reset_index()
+                                         "memory_used_mib", "idle_allocated", "over_share"])
+        groups = g.groupby(["node", "pool", "gpu_model"], sort=False)
+        out = groups.agg(gpus=("gpu_index", "count"), allocated=("allocated", "sum"), gpu_util=("gpu_util", "mean"),
+                         idle_allocated=("idle_allocated", "sum"), over_share=("over_share", "sum"))
+        out["memory_used_mib"] = groups["memory_used_mib"].sum(min_count=1)
+        return out.reset_index()
 
 
 # ------------------------------------------------------------------------------------------------- pending
@@ -381,6 +406,8 @@ class WhatIfModel(ViewModel):
     gpu_device_order = param.Selector(default=UNCHANGED, objects=[UNCHANGED, "pack", "spread"])
     k_value = param.Number(default=None, allow_None=True, bounds=(0, None))
     demand_scale = param.Number(default=1.0, bounds=(0, 4))
+    replace_running = param.Boolean(default=False, doc="place running work again too (else only pending jobs "
+                                                        "follow a new placement strategy)")
     cycles = param.Integer(default=10, bounds=(1, 50), doc="cycles to reach steady state, at most")
     diff = param.Parameter(default=None, doc="the last WhatIfDiff")
     error = param.String(default="")
@@ -414,7 +441,7 @@ class WhatIfModel(ViewModel):
             self.base = "live"
             tick = self.state.tick
             self._pinned = tick.snapshot if tick is not None else None
-            self.base_label = (f"live state at tick {tick.index} (cluster time {tick.cluster_time:,.0f})"
+            self.base_label = (f"live state at tick {tick.index} (cluster time {display.clock(tick.cluster_time)})"
                                if tick is not None else "no live state yet")
         self._runner = None
         self.queue_edits, self.pool_edits = {}, {}
@@ -425,8 +452,9 @@ class WhatIfModel(ViewModel):
         self.param.pool.objects = pools
         with param.parameterized.discard_events(self):
             self.param.update(node_delta=0, placement_gpu=UNCHANGED, gpu_device_order=UNCHANGED, k_value=None,
-                              demand_scale=1.0, queue=(self.selection.queue if self.selection.queue in queues
-                                                       else (queues[0] if queues else None)),
+                              demand_scale=1.0, replace_running=False,
+                              queue=(self.selection.queue if self.selection.queue in queues
+                                     else (queues[0] if queues else None)),
                               pool=pools[0] if pools else None)
         self._load_queue()
         self.diff = None
@@ -500,6 +528,8 @@ class WhatIfModel(ViewModel):
             out["k_value"] = float(self.k_value)
         if self.demand_scale != 1.0:
             out["demand_scale"] = float(self.demand_scale)
+        if self.replace_running:
+            out["replace_running"] = True
         return out
 
     def run(self):
@@ -521,6 +551,7 @@ class WhatIfModel(ViewModel):
             diff = self._runner.run(WhatIf.from_dict(self.overrides()))
         except KaidashError as exc:
             self.error = str(exc)
+            self.diff = None          # no stale tables under an error: the last result no longer applies
             return None
         self.run_ms = (time.perf_counter() - t0) * 1000
         self.error = ""
@@ -532,24 +563,33 @@ class WhatIfModel(ViewModel):
         self.queue_edits, self.pool_edits = {}, {}
         with param.parameterized.discard_events(self):
             self.param.update(node_delta=0, placement_gpu=UNCHANGED, gpu_device_order=UNCHANGED, k_value=None,
-                              demand_scale=1.0)
+                              demand_scale=1.0, replace_running=False)
         self._load_queue()
 
     # ------------------------------------------------------------------------------------ frames
 
+    def cluster_gpus(self) -> float:
+        """GPUs of the pinned cluster: the end of every GPU slider (a quota or limit above it changes nothing)."""
+        snap = self._pinned
+        return float(sum(n.gpus for n in snap.nodes)) if snap is not None else 0.0
+
+    QUEUE_DIFF_COLUMNS = ["queue", "fair_share_before", "fair_share_after", "fair_share_delta", "started_before",
+                          "started_after", "started_delta", "evicted_before", "evicted_after", "evicted_delta",
+                          "pending_before", "pending_after", "pending_delta"]
+
     def queue_diff(self) -> pd.DataFrame:
-        """Per queue: GPU fair share and jobs started / evicted / pending, before → after, with deltas."""
-        cols = ["queue", "fair_share_before", "fair_share_after", "fair_share_delta", "started_before",
-                "started_after", "evicted_before", "evicted_after", "pending_before", "pending_after"]
+        """Per queue: GPU fair share and jobs started / evicted / pending, before | after | Δ."""
+        cols = self.QUEUE_DIFF_COLUMNS
         if self.diff is None:
             return pd.DataFrame(columns=cols)
         rows = []
         for r in self.diff.queue_rows():
             b, a = r["fair_share_gpu_before"], r["fair_share_gpu_after"]
-            rows.append({"queue": r["queue"], "fair_share_before": b, "fair_share_after": a,
-                         "fair_share_delta": a - b,
-                         **{f"{k}_{s}": (r[f"{k}_{s}"] or 0) for k in ("started", "evicted", "pending")
-                            for s in ("before", "after")}})
+            row = {"queue": r["queue"], "fair_share_before": b, "fair_share_after": a, "fair_share_delta": a - b}
+            for k in ("started", "evicted", "pending"):
+                kb, ka = int(r[f"{k}_before"] or 0), int(r[f"{k}_after"] or 0)
+                row.update({f"{k}_before": kb, f"{k}_after": ka, f"{k}_delta": ka - kb})
+            rows.append(row)
         return pd.DataFrame(rows, columns=cols)
 
     def summary(self) -> pd.DataFrame:
@@ -566,6 +606,26 @@ class WhatIfModel(ViewModel):
         if self.diff is None:
             return pd.DataFrame(columns=["job", "queue", "before", "after"])
         return pd.DataFrame(self.diff.job_changes(), columns=["job", "queue", "before", "after"])
+
+    def nothing_started(self) -> Optional[str]:
+        """When the change starts (or stops) no job: why, in words; ``None`` when it did change outcomes."""
+        d = self.diff
+        if d is None or d.overrides.is_empty() or d.job_changes():
+            return None
+        waiting = d.after.waiting
+        if not waiting:
+            return "This change starts nothing: no job is waiting, before or after."
+        reasons: dict[str, int] = {}
+        for reason, _ in waiting.values():
+            reasons[reason or "no reason recorded"] = reasons.get(reason or "no reason recorded", 0) + 1
+        top = ", ".join(f"{k} ({v})" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])[:4])
+        text = f"This change starts nothing: the same {len(waiting)} job(s) still wait afterwards ({top})."
+        placement = d.overrides.placement_gpu or d.overrides.placement_cpu or d.overrides.gpu_device_order
+        if placement and not d.overrides.replace_running:
+            text += (" A placement strategy only places pending jobs; running work stays where it is, so it "
+                     "changes nothing until a job starts. Tick \"re-place running work\" to compare clusters "
+                     "placed from scratch.")
+        return text
 
     def modified_snapshot_text(self, fmt: str = "yaml") -> str:
         """The modified snapshot (overrides applied, before any cycle) in snapshot format v1."""

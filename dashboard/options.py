@@ -15,6 +15,8 @@ import param
 
 ENV_PREFIX = "KAIDASH_"
 SOURCES = ("sim", "kube", "snapshot", "trace")
+FIELDS = ("source", "context", "snapshot", "trace", "prometheus", "period_s", "seed", "nodes", "sim_step_s", "prices")
+"""The options carried by ``KAIDASH_*`` variables and set by flags."""
 
 
 class SourceOptions(param.Parameterized):
@@ -23,15 +25,21 @@ class SourceOptions(param.Parameterized):
     source = param.Selector(default="sim", objects=list(SOURCES),
                             doc="sim: embedded synthetic cluster; kube: live cluster (read-only); "
                                 "snapshot: a file (ours or a KAI zip); trace: Alibaba GPU trace replay")
-    context = param.String(default="", doc="kubeconfig context for --source kube (empty: current/in-cluster)")
-    snapshot = param.String(default="", doc="snapshot file (YAML/JSON, or a KAI /get-snapshot zip)")
+    context = param.String(default="", label="Kube context",
+                           doc="kubeconfig context for --source kube (empty: current/in-cluster)")
+    snapshot = param.String(default="", label="Snapshot file",
+                            doc="snapshot file (YAML/JSON, or a KAI /get-snapshot zip)")
     trace = param.String(default="alibaba", doc="trace to replay for --source trace")
-    prometheus = param.String(default="", doc="Prometheus URL for real DCGM data (empty: simulated/none)")
-    period_s = param.Number(default=2.0, bounds=(0.1, 3600), doc="live loop period, seconds")
+    prometheus = param.String(default="", label="Prometheus URL",
+                              doc="Prometheus URL for real DCGM data (empty: simulated/none)")
+    period_s = param.Number(default=2.0, bounds=(0.1, 3600), label="Loop period (s)", doc="live loop period, seconds")
     seed = param.Integer(default=7, doc="seed of the synthetic scenario (sim)")
     nodes = param.Integer(default=64, bounds=(1, 10_000), doc="nodes in the synthetic scenario (sim)")
-    sim_step_s = param.Number(default=30.0, bounds=(0.0, None),
+    sim_step_s = param.Number(default=30.0, bounds=(0.0, None), label="Simulated seconds per tick",
                               doc="cluster seconds simulated per tick (sim, trace); 0 = the period")
+
+    prices = param.String(default="", label="GPU price file",
+                          doc="price per GPU-hour by GPU model (YAML, docs/cost.md); empty: the example prices")
 
     def label(self) -> str:
         """One line describing the source, for the overview and the page header."""
@@ -46,8 +54,7 @@ class SourceOptions(param.Parameterized):
     def to_env(self) -> dict[str, str]:
         """Environment variables carrying these options to ``dashboard/app.py``."""
         out = {}
-        for name in ("source", "context", "snapshot", "trace", "prometheus", "period_s", "seed", "nodes",
-                     "sim_step_s"):
+        for name in FIELDS:
             out[ENV_PREFIX + name.upper()] = str(getattr(self, name))
         return out
 
@@ -85,8 +92,7 @@ class SourceOptions(param.Parameterized):
     def from_namespace(cls, ns: argparse.Namespace, base: Optional["SourceOptions"] = None) -> "SourceOptions":
         opts = cls(**{k: v for k, v in (base.param.values().items() if base else []) if k != "name"})
         kwargs = {}
-        for name in ("source", "context", "snapshot", "trace", "prometheus", "period_s", "seed", "nodes",
-                     "sim_step_s"):
+        for name in FIELDS:
             value = getattr(ns, name, None)
             if value is not None:
                 kwargs[name] = value
@@ -112,5 +118,7 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                         help="live loop period in seconds (default 2)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the synthetic scenario (default 7)")
     parser.add_argument("--nodes", type=int, default=None, help="nodes in the synthetic scenario (default 64)")
+    parser.add_argument("--prices", default=None, metavar="FILE",
+                        help="price per GPU-hour by GPU model, YAML (docs/cost.md); default: example prices")
     parser.add_argument("--sim-step", dest="sim_step_s", type=float, default=None, metavar="S",
                         help="cluster seconds simulated per tick in sim/trace mode (default 30)")

@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
     from .feeds import make_feed
 
     feed = make_feed(options) if options.source == "snapshot" else None   # a refused or invalid file: exit 1
+    from .insight import load_prices
+
+    load_prices(options.prices)               # a bad price file: exit 1 before serving (the loop reads it again)
     import panel as pn
 
     from .app import build_app, configure_panel
@@ -59,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
 
     from .auth import access_map_from, configure_access, serve_kwargs
 
+    from .quiet_log import quiet_closed_sessions
+
+    quiet_closed_sessions()                    # a closed browser tab is not an error (dashboard/quiet_log.py)
     auth = serve_kwargs(args)                  # Panel's basic auth / OAuth options (dashboard/auth.py)
     configure_access(access_map_from(args))    # optional per-user queue scopes
     configure_panel()

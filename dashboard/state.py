@@ -40,6 +40,11 @@ class Tick:
     gpu_frame: Optional[pd.DataFrame] = None
     explanations: dict = field(default_factory=dict)
     duration_ms: float = 0.0
+    insight: Any = None
+    """Waits, ETA and cost as of this tick (:class:`dashboard.insight.Insight`), or None."""
+    tables: dict = field(default_factory=dict, compare=False, repr=False)
+    """Per-GPU frames computed once for this tick (``slices``, ``gpus``): the history record and every view
+    reuse them. A derived tick (a user's scoped view) must start with an empty dict."""
 
     @property
     def scheduled(self) -> Snapshot:
@@ -93,12 +98,7 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
                 allocated += t.gpus_on(node_mem.get(t.node, 0.0))
     used = idle = math.nan
     if tick.gpu_frame is not None and len(tick.gpu_frame):
-        from . import frames  # the per-GPU table: one row per device, utilisation in percent
-
-        gpus = frames.gpu_frame_from_slices(snap, frames.gpu_slices_frame(snap, tick.gpu_frame), tick.gpu_frame)
-        if gpus["gpu_util"].notna().any():
-            used = float(gpus["gpu_util"].fillna(0).sum() / 100.0)
-            idle = float(gpus["idle_allocated"].sum())
+        used, idle = gpu_totals(tick)
     totals = {
         "gpus_total": gpus_total, "gpus_allocated": allocated, "gpus_used": used, "gpus_idle_allocated": idle,
         "pending_jobs": float(pending_jobs), "running_jobs": float(running_jobs),
@@ -123,6 +123,40 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
             "pending_jobs": float(pending_by_queue.get(q.name, 0)),
         }
     return HistoryRecord(tick.cluster_time, tick.wall_time, totals, queues)
+
+
+def gpu_totals(tick: Tick) -> tuple[float, float]:
+    """GPUs in use (sum of DCGM utilisation) and idle-but-allocated GPUs, from the tick's per-GPU table when a
+    view already built it, else straight from the DCGM frame (the device columns repeat on every slice row of
+    a GPU, so the first row of each GPU is the device): the history needs only these two numbers per tick."""
+    if "gpus" in tick.tables:
+        gpus = tick.tables["gpus"]
+        if not gpus["gpu_util"].notna().any():
+            return math.nan, math.nan
+        return float(gpus["gpu_util"].fillna(0).sum() / 100.0), float(gpus["idle_allocated"].sum())
+    frame = tick.gpu_frame
+    if "idle_allocated" not in frame or "gpu_util" not in frame:
+        return math.nan, math.nan
+    devices = frame[frame["gpu_index"] >= 0]
+    first = ~devices.duplicated(["node", "gpu_index"])
+    util = devices.loc[first, "gpu_util"].astype(float)
+    if not util.notna().any():
+        return math.nan, math.nan
+    idle_gpus = devices.loc[devices["idle_allocated"].astype(bool), ["node", "gpu_index"]].drop_duplicates()
+    return float(util.fillna(0).sum()), float(len(idle_gpus))
+
+
+def gpu_tables(tick: Tick) -> dict:
+    """The tick's per-slice and per-GPU frames (:mod:`dashboard.frames`), computed on first use and kept on
+    the tick: the loop's history record and the views' GPU tables are then one computation."""
+    if "gpus" not in tick.tables:
+        from . import frames
+
+        snap = tick.snapshot   # as observed: the session's invented device indices are never drawn as holders
+        slices = frames.gpu_slices_frame(snap, tick.gpu_frame)
+        tick.tables["slices"] = slices
+        tick.tables["gpus"] = frames.gpu_frame_from_slices(snap, slices, tick.gpu_frame)
+    return tick.tables
 
 
 class _Bucket:
@@ -241,6 +275,9 @@ class LiveState(param.Parameterized):
     last_tick_wall = param.Number(default=None, allow_None=True, doc="wall time of the last good tick")
     period_s = param.Number(default=2.0, bounds=(0.05, None))
     errors_total = param.Integer(default=0)
+    announcement = param.Dict(default=None, allow_None=True,
+                              doc="the last change of the shared source: {id, text, by, wall_time}; every session "
+                                  "shows it")
 
     def __init__(self, history: Optional[TickHistory] = None, **params):
         super().__init__(**params)
@@ -273,6 +310,14 @@ class LiveState(param.Parameterized):
             self.param.update(tick=None, error="", stale_since=None, last_tick_wall=None,
                               source_status="starting", source_kind=source_kind, source_label=source_label,
                               source_detail="", revision=self.revision + 1)
+
+    def announce(self, text: str, by: str = "", when: Optional[float] = None) -> dict:
+        """Tell every session something changed for all of them (the shared source was switched)."""
+        with self._lock:
+            prev = self.announcement["id"] if self.announcement else 0
+            note = {"id": prev + 1, "text": text, "by": by, "wall_time": _time.time() if when is None else when}
+            self.param.update(announcement=note, revision=self.revision + 1)
+        return note
 
     # ------------------------------------------------------------------------------------ readers
 

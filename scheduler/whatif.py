@@ -99,6 +99,10 @@ class WhatIf:
     - ``k_value``: time-based fair-share k.
     - ``demand_scale``: multiply the pending jobs: 1.5 clones every other pending job once more, 0.5 drops every
       other one, 2 clones each once (deterministic: pending jobs ordered by creation time, then key).
+    - ``replace_running``: place running work again too. By default only pending jobs are placed by the changed
+      rules (KAI never moves a running pod to improve placement), so a new placement strategy may change
+      nothing at all; with this set every task goes back to pending on both sides (base and modified), and the
+      diff compares two clusters placed from scratch.
     """
 
     queues: dict[str, Any] = field(default_factory=dict)
@@ -108,6 +112,7 @@ class WhatIf:
     gpu_device_order: Optional[str] = None
     k_value: Optional[float] = None
     demand_scale: float = 1.0
+    replace_running: bool = False
 
     def __post_init__(self) -> None:
         self.queues = {name: (q if isinstance(q, QueueOverride) else QueueOverride.from_dict(q, f"whatif.queues[{name}]"))
@@ -116,13 +121,15 @@ class WhatIf:
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> "WhatIf":
         """Build from a plain mapping (YAML/JSON, a dashboard model); unknown keys are errors."""
-        allowed = {"queues", "nodes", "placement_gpu", "placement_cpu", "gpu_device_order", "k_value", "demand_scale"}
+        allowed = {"queues", "nodes", "placement_gpu", "placement_cpu", "gpu_device_order", "k_value", "demand_scale",
+                   "replace_running"}
         bad = [(f"whatif.{k}", f"unknown key {k!r} (allowed: {', '.join(sorted(allowed))})") for k in doc if k not in allowed]
         if bad:
             raise SnapshotError(bad)
         return cls(**dict(doc))
 
     def is_empty(self) -> bool:
+        """No change to the cluster or its rules (``replace_running`` alone changes both sides alike)."""
         return not (self.queues or any(self.nodes.values()) or self.placement_gpu or self.placement_cpu
                     or self.gpu_device_order or self.k_value is not None or self.demand_scale != 1.0)
 
@@ -149,6 +156,8 @@ class WhatIf:
             out.append(f"k-value {self.k_value:g}")
         if self.demand_scale != 1.0:
             out.append(f"pending demand x{self.demand_scale:g}")
+        if self.replace_running:
+            out.append("running work placed again too (both sides placed from scratch)")
         return out
 
     # ------------------------------------------------------------------ applying
@@ -198,6 +207,8 @@ class WhatIf:
         if self.demand_scale != 1.0:
             cloned, dropped = _scale_demand(snap, self.demand_scale)
             notes["jobs_cloned"], notes["jobs_dropped"] = cloned, dropped
+        if self.replace_running:
+            notes["tasks_replaced"] = unplace_all(snap)
         return snap, notes
 
     def _validate(self, snapshot: Snapshot) -> None:
@@ -277,6 +288,23 @@ def _remove_nodes(snap: Snapshot, pool: str, n: int) -> tuple[list[str], list[st
     return sorted(removed), displaced
 
 
+def unplace_all(snap: Snapshot) -> list[str]:
+    """Every task holding or about to hold resources goes back to pending with no node or GPU (copy-on-write
+    on ``snap``'s jobs); returns the tasks' names. What "place everything from scratch" starts from."""
+    moved = []
+    for j, job in enumerate(snap.jobs):
+        if not any(t.status in ACTIVE_USED_STATUSES or t.status == "pipelined" for t in job.tasks):
+            continue
+        job = snap.jobs[j] = copy.copy(job)
+        job.tasks = [copy.copy(t) for t in job.tasks]
+        job.last_start_time = None
+        for t in job.tasks:
+            if t.status in ACTIVE_USED_STATUSES or t.status == "pipelined":
+                moved.append(t.name)
+                t.status, t.node, t.gpu_groups, t.gpu_indices = "pending", None, [], []
+    return moved
+
+
 def pending_jobs(snap: Snapshot) -> list[Job]:
     """Jobs that have not started: some task pending and none holding resources; oldest first."""
     out = [j for j in snap.jobs
@@ -324,6 +352,8 @@ class Outcome:
     fragmentation: dict[str, Any]
     cycles_run: int
     run_ms: float = 0.0
+    waiting: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Jobs still waiting at the end: ``{job: (reason, message)}`` from the last cycle's decisions."""
 
     @property
     def gpu_utilisation(self) -> float:
@@ -463,6 +493,7 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
     last = snapshot
     evicted_tasks: dict[str, str] = {}
     ran = 0
+    result = None
     for _ in range(max(1, cycles)):
         result = run_session(current)
         ran += 1
@@ -479,11 +510,18 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
     evicted = Counter(queue_of.get(job, "?") for job in evicted_tasks.values())
     pending = Counter(j.queue for j in current.jobs if not _job_started(j)
                       and any(t.status in ("pending", "pipelined") for t in j.tasks))
+    decisions = getattr(result, "jobs", None) or {}
+    waiting = {}
+    for j in current.jobs:
+        if not _job_started(j) and any(t.status in ("pending", "pipelined") for t in j.tasks):
+            d = decisions.get(j.key)
+            waiting[j.key] = ((getattr(d, "reason", "") or "", getattr(d, "message", "") or "") if d is not None
+                              else ("", ""))
     return Outcome(snapshot=current, fair_share=fair, started=_per_queue(current, started),
                    evicted=_per_queue(current, evicted), pending=_per_queue(current, pending),
                    gpu_allocated=allocated_gpus(current), gpu_total=cluster_total(current)["gpu"],
                    fragmentation=fragmentation(current), cycles_run=ran,
-                   run_ms=(time.perf_counter() - t0) * 1000)
+                   run_ms=(time.perf_counter() - t0) * 1000, waiting=waiting)
 
 
 @dataclass
@@ -553,24 +591,31 @@ class WhatIfDiff:
 
 
 class WhatIfRunner:
-    """Keeps one snapshot's base outcome so that each slider move only re-runs the modified side."""
+    """Keeps one snapshot's base outcome so that each slider move only re-runs the modified side (one base
+    as the cluster is, one placed from scratch for ``replace_running``)."""
 
     def __init__(self, snapshot: Snapshot, cycles: int = 10, run_cycle=None):
         self.snapshot = snapshot
         self.cycles = cycles
         self.run_cycle = run_cycle
-        self._base: Optional[Outcome] = None
+        self._bases: dict[bool, Outcome] = {}
 
     @property
     def base(self) -> Outcome:
-        if self._base is None:
-            self._base = run_to_steady_state(self.snapshot, self.cycles, self.run_cycle)
-        return self._base
+        return self.base_for(False)
+
+    def base_for(self, replace_running: bool) -> Outcome:
+        """The unmodified side: the snapshot as it is, or with everything placed again."""
+        if replace_running not in self._bases:
+            snap = WhatIf(replace_running=True).apply(self.snapshot) if replace_running else self.snapshot
+            self._bases[replace_running] = run_to_steady_state(snap, self.cycles, self.run_cycle)
+        return self._bases[replace_running]
 
     def run(self, overrides: WhatIf) -> WhatIfDiff:
         modified, notes = overrides.apply_with_notes(self.snapshot)
-        after = self.base if overrides.is_empty() else run_to_steady_state(modified, self.cycles, self.run_cycle)
-        return WhatIfDiff(overrides=overrides, before=self.base, after=after, modified=modified, notes=notes)
+        base = self.base_for(overrides.replace_running)
+        after = base if overrides.is_empty() else run_to_steady_state(modified, self.cycles, self.run_cycle)
+        return WhatIfDiff(overrides=overrides, before=base, after=after, modified=modified, notes=notes)
 
 
 def run_whatif(snapshot: Snapshot, overrides: WhatIf | Mapping[str, Any], cycles: int = 10,

@@ -125,6 +125,28 @@ def test_frames_of_a_scoped_tick_name_no_other_queue(state):
     assert len(pending_table(tick)) == 0                               # b's pending jobs are not a's
 
 
+def test_a_scoped_tick_computes_its_own_gpu_tables(state):
+    from dashboard.models import slices_table
+
+    # observed: only a-train holds GPUs (b's jobs are what KAI would bind next cycle, an overlay)
+    assert set(slices_table(state.tick)["queue"]) == {"a"}                # the full tick's tables, now cached
+    tick = scope_tick(state.tick, frozenset({"b"}))
+    assert set(slices_table(tick)["queue"]) == set()                      # not the full tick's cached ones
+
+
+def test_roles_of_the_access_map():
+    access = AccessMap.from_dict({"users": {"carol": "*", "alice": ["a"]}, "groups": {"ops": "*"},
+                                  "roles": {"source-admin": {"users": ["carol"], "groups": ["ops"]}}})
+    assert access.has_role("carol", [], "source-admin")
+    assert access.has_role("eve", ["ops"], "source-admin")
+    assert not access.has_role("alice", ["team-b"], "source-admin")
+    assert not ACCESS.has_role("carol", [], "source-admin")               # everything to see, no role
+    with pytest.raises(SourceError, match="roles.owner: unknown role"):
+        AccessMap.from_dict({"roles": {"owner": {"users": ["x"]}}})
+    with pytest.raises(SourceError, match="roles.source-admin.users"):
+        AccessMap.from_dict({"roles": {"source-admin": {"users": "carol"}}})
+
+
 def test_a_department_sees_its_subtree(state):
     tick = scope_tick(state.tick, frozenset({"org"}))
     assert {q.name for q in tick.scheduled.queues} == {"org", "a", "b"}

@@ -1,6 +1,7 @@
 """Authentication in headless Chromium against the real ``kaidash serve --basic-auth USERS.json --access-map``:
 without credentials only the login page and no cluster data (no websocket opened, no queue name in the page);
-with credentials the dashboard; a user mapped to one queue sees no other queue's name on the Queues view."""
+with credentials the dashboard; a user mapped to one queue sees no other queue's name on the Queues view; only
+the source-admin role may switch the shared source, and every other session is told when it does."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ import pytest
 from scheduler.snapshot_io import save_snapshot
 from scheduler.sources.synthetic import generate_scenario
 
-from test_dashboard_browser import CHROMIUM, Page, Server, playwright_api  # noqa: F401 (skips without Playwright)
+from test_dashboard_browser import (CHROMIUM, Page, Server, playwright_api,  # noqa: F401 (skips without Playwright)
+                                    upload_and_click)
 
 pytestmark = pytest.mark.browser
 
 USERS = {"carol": "carol-pw", "alice": "alice-pw", "dave": "dave-pw"}   # dave: no grant (refused)
-ACCESS = "users:\n  carol: '*'\n  alice: [vision]\ndefault: []\n"
+ACCESS = ("users:\n  carol: '*'\n  alice: [vision]\ndefault: []\n"
+          "roles:\n  source-admin: {users: [carol]}\n")
 QUEUES = ["research", "llm", "vision", "data-science", "analytics", "inference", "infrastructure"]
 
 
@@ -133,7 +136,7 @@ def test_a_user_mapped_to_one_queue_sees_no_other_queue(served, browser):
     ctx, page, _ = _context_page(browser)
     try:
         _login(page, server.url, "alice")
-        page.goto(server.url + "?view=queues", wait_until="networkidle", timeout=90_000)
+        page.goto(server.url + "?view=queues&queue=vision", wait_until="networkidle", timeout=90_000)
         page.locator('[data-view="queues"]').wait_for(timeout=60_000)
         page.locator(".tabulator-row", has_text="vision").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1500)
@@ -212,3 +215,31 @@ def test_a_refused_login_gets_no_session_over_the_websocket(served):
     assert _open_ws(server.url, dave) == ["HTTP 403"]                   # and the hand-made /ws is refused
     alice = _login_cookies(server.url, "alice")                         # a granted login does get a session
     assert any(isinstance(m, str) and '"msgtype":"ACK"' in m.replace(" ", "") for m in _open_ws(server.url, alice))
+
+
+def test_only_the_source_admin_switches_the_shared_source_and_everyone_is_told(served, browser, tmp_path):
+    server, snap = served
+    other = tmp_path / "cluster-b.yaml"
+    save_snapshot(snap, other)
+    alice_ctx, alice, _ = _context_page(browser)
+    carol_ctx, carol, _ = _context_page(browser)
+    try:
+        _login(alice, server.url, "alice")
+        alice.goto(server.url + "?view=snapshot", wait_until="networkidle", timeout=90_000)
+        alice.locator('[data-view="snapshot"]').wait_for(timeout=60_000)
+        assert alice.get_by_role("button", name=re.compile("for everyone")).count() == 0
+        assert "needs the source-admin role" in re.sub(r"\s+", " ", page_text(alice))
+        _login(carol, server.url, "carol")
+        carol.goto(server.url + "?view=snapshot", wait_until="networkidle", timeout=90_000)
+        carol.locator('[data-view="snapshot"]').wait_for(timeout=60_000)
+        upload_and_click(carol, other, re.compile("Load for everyone"))
+        carol.locator('[data-import="ok"]').wait_for(timeout=60_000)
+        note = alice.locator("[data-announcement]")
+        note.wait_for(timeout=30_000)
+        assert "carol" in note.inner_text() and "cluster-b.yaml" in note.inner_text()
+        alice.locator('[data-live="source"]', has_text="cluster-b.yaml").wait_for(timeout=30_000)
+        carol.get_by_role("button", name=re.compile("Shared source back")).click()      # leave it as found
+        carol.locator('[data-live="source"]', has_text="snapshot cluster.yaml").wait_for(timeout=60_000)
+    finally:
+        alice_ctx.close()
+        carol_ctx.close()

@@ -20,6 +20,7 @@ from urllib.request import urlopen
 
 import pytest
 
+from dashboard import display
 from scheduler.engine import run_session
 from scheduler.snapshot_io import save_snapshot
 from scheduler.sources.synthetic import generate_scenario
@@ -45,20 +46,24 @@ def _free_port() -> int:
 
 
 class Server:
-    """``kaidash serve`` in a subprocess on loopback."""
+    """``kaidash serve`` in a subprocess on loopback (``port``: a given one, e.g. to restart on the same port);
+    its output goes to a temporary log file (``stop_and_read``)."""
 
-    def __init__(self, *args: str):
-        self.port = _free_port()
+    def __init__(self, *args: str, port: int | None = None):
+        import tempfile
+
+        self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("KAIDASH_SNAPSHOT", None)
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="kaidash-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen([sys.executable, "-m", "scheduler.cli", "serve", "--port", str(self.port),
                                       "--address", "127.0.0.1", *args], cwd=ROOT, env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 90
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: {self.proc.stdout.read().decode()[-3000:]}")
+                raise RuntimeError(f"server exited: {self.read()[-3000:]}")
             try:
                 with urlopen(self.url + "healthz", timeout=2) as r:
                     if r.status == 200:
@@ -68,6 +73,10 @@ class Server:
         self.stop()
         raise RuntimeError("server did not become healthy in 90 s")
 
+    def read(self) -> str:
+        with open(self.log.name) as f:
+            return f.read()
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -75,6 +84,14 @@ class Server:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+    def stop_and_read(self) -> str:
+        """Stop the server and return everything it logged."""
+        self.stop()
+        text = self.read()
+        os.unlink(self.log.name)
+        return text
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +153,19 @@ def page(browser):
     p.close()
 
 
+def upload_and_click(page, path, button) -> None:
+    """Choose ``path`` in the file input and press ``button`` (a name pattern) once the upload reached the
+    server: on a busy machine the file can arrive after the click, which answers "Choose a file first"."""
+    page.locator('input[type="file"]').set_input_files(str(path))
+    for _ in range(20):
+        page.wait_for_timeout(500)
+        page.get_by_role("button", name=button).click()
+        page.wait_for_timeout(500)
+        if page.get_by_text("Choose a file first").count() == 0:
+            return
+    raise AssertionError("the uploaded file never reached the server")
+
+
 def _shot(page: Page, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.page.wait_for_timeout(1200)
@@ -177,7 +207,7 @@ def test_queue_table_shows_the_engines_fair_share(seeded, page):
     for queue, stats in result.queue_stats.items():
         fair = stats["gpu"]["fair_share"]
         row = next(t for t in texts if re.search(rf"(^|\s){re.escape(queue)}\s", t))
-        assert f"{fair:,.2f}" in row, (queue, fair, row)
+        assert re.search(rf"(^|\s){re.escape(display.gpus(fair))}(\s|$)", row), (queue, fair, row)
 
 
 def test_pending_view_shows_reasons(small, page):
@@ -185,8 +215,9 @@ def test_pending_view_shows_reasons(small, page):
     page.open(f"{server.url}?view=pending")
     page.page.get_by_text("OverLimit").first.wait_for()
     assert page.page.locator(".tabulator-row", has_text="b-big").count() == 1
-    assert "over the queue limit" in page.page.locator(".kd-explain").first.inner_text().lower() or \
-        page.page.get_by_text("Counterfactual").count() >= 1
+    detail = page.page.locator(".kd-explain", has_text="Would start if").first
+    detail.wait_for(timeout=30_000)
+    assert "b-big" in detail.inner_text() and "over the queue limit" in detail.inner_text().lower()
 
 
 def test_whatif_slider_changes_the_diff_as_the_engine_predicts(small, page):
@@ -202,54 +233,58 @@ def test_whatif_slider_changes_the_diff_as_the_engine_predicts(small, page):
     slider.press("ArrowRight")           # step 0.5: 3 -> 3.5
     slider.press("ArrowRight")           # 3.5 -> 4
     page.page.locator('[data-whatif="overrides"]', has_text="gpu limit 4").wait_for(timeout=30_000)
-    table = page.page.locator(".tabulator", has_text="fair share after")
+    table = page.page.locator(".tabulator", has_text="Fair share (GPUs)")
     table.locator(".tabulator-row").first.wait_for()
     deadline = time.time() + 20            # the table is patched just after the overrides line
     while True:
         rows = [r.locator(".tabulator-cell").all_inner_texts() for r in table.locator(".tabulator-row").all()]
         b_row = next((cells[cells.index("b"):] for cells in rows if "b" in cells), rows)
-        if b_row[:4] == ["b", "3.00", "4.00", "1.00"] or time.time() > deadline:
+        if b_row[:4] == ["b", "3", "4", "1"] or time.time() > deadline:
             break
         page.page.wait_for_timeout(250)
-    assert b_row[:4] == ["b", "3.00", "4.00", "1.00"]       # fair share before, after, delta
+    assert b_row[:4] == ["b", "3", "4", "1"]       # fair share before | after | Δ, GPUs as integers
     jobs = page.page.locator(".tabulator-row", has_text="b-big").first.inner_text()
     assert "pending" in jobs and "started" in jobs
     _shot(page, "whatif-limit")
 
 
-def test_snapshot_import_switches_the_app(seeded, page, tmp_path):
+def test_snapshot_import_switches_my_session_only(seeded, page, browser, tmp_path):
     server, _, _ = seeded
     path = tmp_path / "imported-two-queues.yaml"
     path.write_text(SCENARIO)
+    other = Page(browser)                      # somebody else, looking at the shared source meanwhile
+    other.open(f"{server.url}?view=queues")
     page.open(f"{server.url}?view=snapshot")
-    page.page.locator('input[type="file"]').set_input_files(str(path))
-    page.page.wait_for_timeout(500)
-    page.page.get_by_role("button", name=re.compile("Load and switch")).click()
+    upload_and_click(page.page, path, re.compile("Load into my session"))
     page.page.locator('[data-import="ok"]').wait_for(timeout=30_000)
-    page.page.get_by_text("imported imported-two-queues.yaml").first.wait_for(timeout=10_000)
-    page.page.get_by_role("button", name="Queues").click()
+    page.page.locator('[data-scope="private"]', has_text="imported-two-queues.yaml").wait_for(timeout=10_000)
+    page.page.get_by_role("button", name="Queues", exact=True).click()
     page.page.locator('[data-view="queues"]').wait_for()
     page.page.locator(".tabulator-row", has_text="b").first.wait_for()
     queue_rows = page.page.locator(".tabulator").first.locator(".tabulator-row")
     assert queue_rows.count() == 3                                      # org, a, b
+    other.page.wait_for_timeout(1500)
+    assert other.page.locator('[data-scope="private"]').count() == 0    # the other session did not move
+    assert "seeded.yaml" in other.page.locator('[data-live="source"]').inner_text()
+    assert other.page.locator(".tabulator").first.locator(".tabulator-row").count() > 3
+    other.close()
     # a bad file is refused with the field named, and the app keeps the imported state
     bad = tmp_path / "bad.yaml"
     bad.write_text(SCENARIO.replace("gpu: 4, cpu_millis", "gpu: -4, cpu_millis"))
-    page.page.get_by_role("button", name="Snapshot").click()
-    page.page.locator('input[type="file"]').set_input_files(str(bad))
-    page.page.wait_for_timeout(500)
-    page.page.get_by_role("button", name=re.compile("Load and switch")).click()
+    page.page.get_by_role("button", name="Snapshot", exact=True).click()
+    upload_and_click(page.page, bad, re.compile("Load into my session"))
     err = page.page.locator('[data-import="error"]')
     err.wait_for(timeout=30_000)
     assert "a-train-0" in err.inner_text() and "gpu" in err.inner_text()
-    page.page.get_by_role("button", name=re.compile("Back to the configured source")).click()
-    page.page.get_by_text("seeded.yaml").first.wait_for(timeout=30_000)
+    page.page.get_by_role("button", name=re.compile("Back to the shared live view")).first.click()
+    page.page.locator('[data-live="source"]', has_text="seeded.yaml").wait_for(timeout=30_000)
+    assert page.page.locator('[data-scope="private"]').count() == 0
 
 
 def test_url_carries_the_view_and_selection(seeded, page):
     server, _, _ = seeded
     page.open(f"{server.url}?view=overview")
-    page.page.get_by_role("button", name="Pending").click()
+    page.page.get_by_role("button", name="Pending", exact=True).click()
     page.page.locator('[data-view="pending"]').wait_for()
     page.page.wait_for_function("() => window.location.search.includes('view=pending')", timeout=10_000)
     page.open(f"{server.url}?view=gpus&node=x")

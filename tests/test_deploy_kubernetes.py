@@ -238,12 +238,37 @@ def test_deployment_is_locked_down():
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
-    # The only writable path is an emptyDir at /tmp, and HOME points into it.
+    # The only writable path is an emptyDir at /tmp, and HOME points into it; the login Secret is read-only.
     volumes = {v["name"]: v for v in pod["volumes"]}
-    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
-    assert mounts == {"/tmp": "tmp"} and "emptyDir" in volumes["tmp"]
-    env = {e["name"]: e["value"] for e in c["env"]}
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    assert {p: m["name"] for p, m in mounts.items()} == {"/tmp": "tmp", "/etc/kaidash/auth": "auth"}
+    assert "emptyDir" in volumes["tmp"]
+    assert mounts["/etc/kaidash/auth"]["readOnly"] is True and "secret" in volumes["auth"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
     assert env["HOME"].startswith("/tmp")
+
+
+def test_deployment_turns_on_authentication():
+    """Every page needs a login: basic auth from the Secret, a fixed cookie secret, and the access map (queues
+    per user, who may switch the shared source)."""
+    pod = _one("Deployment")["spec"]["template"]["spec"]
+    c = _container()
+    args = c["args"]
+    secret_dir = next(m["mountPath"] for m in c["volumeMounts"] if m["name"] == "auth")
+    auth_volume = next(v for v in pod["volumes"] if v["name"] == "auth")
+    files = {i["path"] for i in auth_volume["secret"]["items"]}
+    assert _arg_value(args, "--basic-auth") == f"{secret_dir}/credentials.json" and "credentials.json" in files
+    assert _arg_value(args, "--access-map") == f"{secret_dir}/access.yaml" and "access.yaml" in files
+    cookie = next(e for e in c["env"] if e["name"] == "KAIDASH_COOKIE_SECRET")
+    assert cookie["valueFrom"]["secretKeyRef"]["name"] == auth_volume["secret"]["secretName"]
+    assert "--cookie-secret" not in args                  # a secret never sits in the args
+    from scheduler.cli import build_parser
+    from dashboard.auth import serve_kwargs
+
+    parsed = build_parser()[0].parse_args(args)
+    kwargs = serve_kwargs(parsed, env={"KAIDASH_COOKIE_SECRET": "from-the-secret"})
+    assert kwargs["basic_auth"] == f"{secret_dir}/credentials.json"
+    assert kwargs["cookie_secret"] == "from-the-secret"
 
 
 def test_deployment_uid_is_the_image_user():

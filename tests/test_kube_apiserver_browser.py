@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from dashboard import display
 from kube_cluster import CONTEXT
 from scheduler.engine import run_session
 from scheduler.sources.kube import KubeSource
@@ -55,7 +56,7 @@ def test_queues_view_shows_the_clusters_queues_with_the_engines_fair_share(serve
     for queue, stats in result.queue_stats.items():
         fair = stats["gpu"]["fair_share"]
         row = next(t for t in texts if re.search(rf"(^|\s){re.escape(queue)}\s", t))
-        assert f"{fair:,.2f}" in row, (queue, fair, row)
+        assert display.number(fair) in row.split("\n"), (queue, fair, row)   # a cell, as the table formats it
     page.page.get_by_text(re.compile(f"kube context {CONTEXT}")).first.wait_for()   # the source, in the header
     _shots(page, "queues")
     assert page.errors == [] and page.off_loopback() == []

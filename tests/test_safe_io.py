@@ -259,11 +259,19 @@ def served_loop(monkeypatch):
     from dashboard.options import SourceOptions
 
     monkeypatch.setenv("KAIDASH_DATA_DIRS", str(ROOT / "examples"))
-    loop = LiveLoop(SourceOptions(source="snapshot", snapshot=str(EXAMPLE)), feed=Feed(load_snapshot(EXAMPLE), "ex"))
+    loop = LiveLoop(SourceOptions(source="snapshot", snapshot=str(EXAMPLE)), feed=Feed(load_snapshot(EXAMPLE), "ex"),
+                    insight=False)     # no background ETA republishing the tick: "the state stays" is identity
     loop.metrics = MetricsReader(simulated=False)
     before = loop.step()
     assert before is not None
     return loop, before
+
+
+def _admin_source(loop):
+    """A session allowed to switch the shared source (Settings and Snapshot act on the session by default)."""
+    from dashboard.session import SessionSource
+
+    return SessionSource(loop.state, shared_loop=loop, may_change_shared=True, user="admin")
 
 
 @pytest.mark.parametrize("path,words", [("/etc/passwd", "outside the data directories"),
@@ -273,11 +281,14 @@ def test_settings_refuse_a_bad_snapshot_path_and_keep_serving(served_loop, path,
     from dashboard.views.settings import SettingsView
 
     loop, before = served_loop
-    view = SettingsView(loop.state, loop=loop)
+    source = _admin_source(loop)
+    view = SettingsView(loop.state, source=source)
     view.options.param.update(source="snapshot", snapshot=path)
-    view.apply()
-    msg = view.message.object
-    assert 'data-apply="refused"' in msg and words in msg
+    for shared in (False, True):           # in the session, and for everyone: refused before anything switches
+        view.apply(shared=shared)
+        msg = view.message.object
+        assert 'data-apply="refused"' in msg and words in msg
+        assert not source.private
     assert loop.state.source_status != "error" and loop.state.error in ("", None)
     assert loop.state.tick is before and loop.options.snapshot == str(EXAMPLE)
 
@@ -287,9 +298,9 @@ def test_settings_refuse_a_device_inside_a_data_dir(served_loop, monkeypatch):
 
     loop, before = served_loop
     monkeypatch.setenv("KAIDASH_DATA_DIRS", "/dev")
-    view = SettingsView(loop.state, loop=loop)
+    view = SettingsView(loop.state, source=_admin_source(loop))
     view.options.param.update(source="snapshot", snapshot="/dev/zero")
-    view.apply()
+    view.apply(shared=True)
     assert "a character device" in view.message.object and loop.state.tick is before
 
 
@@ -299,18 +310,23 @@ def test_settings_apply_a_good_snapshot_path(served_loop, tmp_path, monkeypatch)
     loop, before = served_loop
     (tmp_path / "two.yaml").write_text(dumps_snapshot(load_snapshot(EXAMPLE)))
     monkeypatch.setenv("KAIDASH_DATA_DIRS", os.pathsep.join([str(ROOT / "examples"), str(tmp_path)]))
-    view = SettingsView(loop.state, loop=loop)
+    source = _admin_source(loop)
+    view = SettingsView(loop.state, source=source)
     view.options.param.update(source="snapshot", snapshot=str(tmp_path / "two.yaml"))
-    view.apply()
-    assert "Applied" in view.message.object
+    view.apply()                                         # this session only: the shared loop stays
+    assert "Applied in your session" in view.message.object and source.private
+    assert loop.state.tick is before and source.state.source_label.startswith("snapshot two.yaml")
+    view.apply(shared=True)                              # for everyone
+    assert "Applied for everyone" in view.message.object and not source.private
     assert loop.state.tick is not before and loop.state.source_label == "snapshot two.yaml"
+    source.close()
 
 
 def test_upload_of_hostile_files_is_refused_and_the_state_stays(served_loop, tmp_path):
     from dashboard.views.snapshot import SnapshotView
 
     loop, before = served_loop
-    view = SnapshotView(loop.state, loop=loop)
+    view = SnapshotView(loop.state, source=_admin_source(loop))
     cases = [("laughs.yaml", H.billion_laughs_snapshot(tmp_path).read_bytes(), "YAML aliases expand"),
              ("bomb.zip", H.zip_bomb(tmp_path).read_bytes(), "limit on a zip member"),
              ("deep.json", H.deep_snapshot(tmp_path).read_bytes(), "nested more than 100 levels")]

@@ -257,3 +257,23 @@ def test_bad_arrivals_are_reported_by_name():
         Simulator(cluster(), [(5, job("x", status="running", node="n1"))], usage=None, session=FirstFit())
     with pytest.raises(SnapshotError, match="offset"):
         Simulator(cluster(), [(-1, job("y"))], usage=None, session=FirstFit())
+
+
+def test_a_job_that_never_fits_is_withdrawn_after_the_patience_and_a_running_one_is_not():
+    """``patience_s``: owners delete jobs stuck pending. A 16-GPU gang on an 8-GPU cluster waits from 1000 and
+    leaves at 1000 + 300 (the cycle at 1300, even when fast-forwarding: the withdrawal is a deadline); a job
+    that started stays, whatever its age."""
+    ff = FirstFit()
+    snap = cluster(jobs=[job("big", gpus=8, n=2, creation_time=1000.0), job("small", gpus=1, creation_time=900.0)])
+    sim = Simulator(snap, [], period_s=10, usage=None, session=ff, patience_s=300)
+    sim.run(400)
+    assert [j.name for j in sim.snapshot.jobs] == ["small"]
+    assert sim.withdrawn_total == 1
+    assert 1300 in [c[0] for c in ff.calls]                       # woken up for the withdrawal
+    jobs = sim.frames()["jobs"].set_index("job")
+    assert jobs.loc["big", "status"] == "withdrawn" and jobs.loc["big", "pending_s"] == 300
+    assert jobs.loc["small", "status"] == "running"
+    without = Simulator(cluster(jobs=[job("big", gpus=8, n=2, creation_time=1000.0)]), [], period_s=10,
+                        usage=None, session=FirstFit())
+    without.run(400)
+    assert [j.name for j in without.snapshot.jobs] == ["big"] and without.withdrawn_total == 0

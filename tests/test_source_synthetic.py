@@ -155,3 +155,35 @@ def test_arrivals(scenario64):
         names.add(a.job.key)
         assert all(t.status == "pending" and t.node is None for t in a.job.tasks)
         assert a.job.creation_time == SCENARIO_TIME + a.offset_s and a.duration_s == a.job.duration_s > 0
+
+
+def test_arrivals_offer_each_queue_its_share_and_less_than_the_cluster():
+    """Balanced demo: over a long horizon each leaf queue's arrivals offer about its OFFERED_LOAD share of the
+    GPUs (GPU-seconds arriving per second), and all of them together less than the cluster (the old single rate
+    offered several times the cluster, so the backlog grew without bound)."""
+    from scheduler.sources.synthetic import OFFERED_LOAD
+
+    hours = 400
+    sc = generate_scenario(seed=5, nodes=16, horizon_s=hours * 3600.0)
+    total_gpus = sum(n.gpus for n in sc.snapshot.nodes)
+    mem = min(n.gpu_memory_mib for n in sc.snapshot.nodes if n.gpus)
+    offered: dict[str, float] = {}
+    for a in sc.arrivals:
+        gpus = sum(t.gpus_on(mem) for t in a.job.tasks)
+        offered[a.job.queue] = offered.get(a.job.queue, 0.0) + gpus * a.duration_s / (hours * 3600.0) / total_gpus
+    for queue, share in OFFERED_LOAD.items():
+        assert 0.5 * share <= offered[queue] <= 1.6 * share, (queue, offered[queue], share)
+    assert sum(offered.values()) < 0.95
+
+
+def test_jobs_that_start_later_get_real_usage():
+    from scheduler.sources.synthetic import usage_for
+
+    sc = generate_scenario(seed=5, nodes=16)
+    node = next(n for n in sc.snapshot.nodes if n.gpus)
+    job = next(a.job for a in sc.arrivals if a.job.tasks[0].is_gpu)
+    task = job.tasks[0]
+    u = usage_for(job, task, node)
+    assert u is not None and u == usage_for(job, task, node)          # the same pod, the same usage
+    renamed = type(job)(**{**vars(job), "name": job.name + "-r3"})      # a refill batch's copy: same kind
+    assert usage_for(renamed, task, node) is not None

@@ -49,6 +49,13 @@ class View(pn.viewable.Viewer):
             self._update()
         return changed or force
 
+    def retarget(self, state: LiveState) -> None:
+        """Render ``state`` from now on (the session switched source); views that keep no per-state widgets
+        (Snapshot, Settings) use this instead of being rebuilt, so their messages stay on screen."""
+        self.model.state = state
+        self.model.sync()
+        self._update()
+
     def _build(self) -> pn.viewable.Viewable:
         raise NotImplementedError
 

@@ -10,42 +10,61 @@ from typing import Iterable, Optional
 import panel as pn
 from bokeh.models import HTMLTemplateFormatter, NumberFormatter
 
-QUEUE_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#76b7b2", "#b07aa1", "#edc948", "#9c755f", "#a0cbe8",
-                 "#8cd17d", "#ffbe7d", "#86bcb6", "#d4a6c8", "#f1ce63", "#499894", "#b6992d", "#79706e",
-                 "#d37295", "#fabfd2"]
-"""Tableau-20-like palette without its reds (red means over-share / starved): readable on dark and light."""
+QUEUE_PALETTE = ["#56b4e9", "#e69f00", "#009e73", "#f0e442", "#cc79a7", "#0072b2", "#a6cee3", "#b2df8a",
+                 "#fdbf6f", "#cab2d6", "#8dd3c7", "#ffffb3", "#bebada", "#80b1d3", "#fccde5", "#d9d9d9"]
+"""Queue colours: Okabe-Ito's colour-blind-safe set first (without its vermillion: red means over-share or
+starved), then light Set3/Paired tones for more queues; all readable on the dark background."""
 
-STATE_COLOURS = {"starved": "#e15759", "reclaimable": "#f28e2b", "borrowing": "#edc948", "ok": "#59a14f",
-                 "idle": "#8c8c8c"}
-SEVERITY_COLOURS = {2: "#e15759", 1: "#f28e2b", 0: "#4e79a7"}
-STATUS_COLOURS = {"ok": "#59a14f", "static": "#4e79a7", "starting": "#8c8c8c", "degraded": "#f28e2b",
-                  "stale": "#e15759", "error": "#e15759"}
+STATE_COLOURS = {"starved": "#b91c1c", "reclaimable": "#b45309", "borrowing": "#1d4ed8", "ok": "#15803d",
+                 "idle": "#4b5563"}
+"""Queue state badges (white text on each has a contrast of at least 4.5:1)."""
+SEVERITY_COLOURS = {2: "#ef4444", 1: "#f59e0b", 0: "#60a5fa"}
+STATUS_COLOURS = {"ok": "#15803d", "static": "#1d4ed8", "starting": "#4b5563", "degraded": "#b45309",
+                  "stale": "#b91c1c", "error": "#b91c1c", "disconnected": "#b91c1c"}
+"""Loop / source status badges (white text, contrast >= 4.5:1)."""
 FREE_COLOUR = "#2b3038"
-FREE_LINE = "#444b55"
+FREE_LINE = "#5b6470"
+TEXT_ON_DARK = "#e5e7eb"
+MUTED_ON_DARK = "#b6bcc6"
+"""Body and secondary text on the dark theme (#181818-#1f2937 backgrounds): 12:1 and 8:1."""
 
 CSS = """
 .kd-kpis {display:flex; flex-wrap:wrap; gap:10px; width:100%;}
-.kd-kpi {flex:1 1 150px; min-width:140px; border-radius:6px; padding:8px 12px; background:var(--kd-card, rgba(127,127,127,.10));
+.kd-kpi {flex:1 1 150px; min-width:140px; border-radius:6px; padding:8px 12px;
+         background:var(--kd-card, rgba(127,127,127,.10));
          border-left:4px solid var(--kd-accent, #4e79a7);}
-.kd-kpi .kd-label {font-size:12px; opacity:.75; text-transform:uppercase; letter-spacing:.04em;}
+.kd-kpi .kd-label {font-size:12px; color:#b6bcc6; text-transform:uppercase; letter-spacing:.04em;}
 .kd-kpi .kd-value {font-size:26px; font-weight:600; line-height:1.2; font-variant-numeric: tabular-nums;}
-.kd-kpi .kd-sub {font-size:12px; opacity:.75;}
-.kd-badge {display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; color:#fff;}
+.kd-kpi .kd-sub {font-size:12px; color:#b6bcc6;}
+.kd-badge {display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; color:#fff;
+           white-space:nowrap;}
 .kd-alerts {margin:0; padding:0; list-style:none; font-size:14px;}
-.kd-alerts li {padding:5px 8px; margin-bottom:4px; border-left:4px solid; border-radius:3px; background:rgba(127,127,127,.08);}
-.kd-banner {padding:6px 12px; border-radius:4px; background:#7a1f22; color:#fff; font-weight:600;}
+.kd-alerts li {padding:5px 8px; margin-bottom:4px; border-left:4px solid; border-radius:3px;
+               background:rgba(127,127,127,.08);}
+.kd-banner {padding:6px 12px; border-radius:4px; background:#991b1b; color:#fff; font-weight:600;}
+.kd-note {padding:6px 12px; border-radius:4px; background:rgba(96,165,250,.12); border-left:4px solid #60a5fa;}
+.kd-private {padding:6px 12px; border-radius:4px; background:#3b2f0b; border-left:4px solid #f59e0b; color:#fde68a;}
 .kd-health td {padding:1px 10px 1px 0; font-size:13px;}
-.kd-health td:first-child {opacity:.7;}
-.kd-muted {opacity:.7; font-size:13px;}
+.kd-health td:first-child {color:#b6bcc6;}
+.kd-muted {color:#b6bcc6; font-size:13px;}
 .kd-explain {font-size:14px; line-height:1.5;}
 .kd-explain code {font-size:13px;}
+.kd-sr {position:absolute; width:1px; height:1px; overflow:hidden; clip:rect(0 0 0 0); white-space:nowrap;}
 """
 
+FOCUS_CSS = """
+:focus-visible, .noUi-handle:focus, .noUi-handle:focus-visible {outline:3px solid #fbbf24 !important;
+  outline-offset:2px !important; box-shadow:0 0 0 2px #111827 !important;}
+"""
+"""A visible keyboard focus everywhere, also inside Panel's and Bokeh's shadow roots (``pn.config.global_css``
+does not reach them; this goes into every component's stylesheets)."""
 
 def ensure_css() -> None:
     """Add the dashboard's CSS once per process (works in a server and in a notebook)."""
     if CSS not in pn.config.raw_css:
         pn.config.raw_css.append(CSS)
+    if FOCUS_CSS not in pn.config.raw_css:
+        pn.config.raw_css.append(FOCUS_CSS)
 
 
 def queue_colours(names: Iterable[str]) -> dict[str, str]:
@@ -103,8 +122,35 @@ def alerts_html(alerts: list[dict]) -> str:
 
 
 def number_formatters(columns: Iterable[str], digits: int = 2) -> dict:
-    fmt_str = "0,0." + "0" * digits if digits else "0,0"
+    """Right-aligned numbers with thousands separators; decimals only where the value has them (420, 3.5)."""
+    fmt_str = "0,0.[" + "0" * digits + "]" if digits else "0,0"
     return {c: NumberFormatter(format=fmt_str, text_align="right") for c in columns}
+
+
+def percent_formatters(columns: Iterable[str]) -> dict:
+    """Values already in percent (0-100) as ``73.4 %``."""
+    return {c: HTMLTemplateFormatter(template="<% if (value == null || isNaN(value)) { %>–<% } else { %>"
+                                              "<%= value.toFixed(1) %> %<% } %>") for c in columns}
+
+
+def money_formatter(sign: str) -> HTMLTemplateFormatter:
+    """Tabulator cell: an amount with its currency sign, two decimals and thousands separators (``€1,234.50``);
+    the column stays numeric."""
+    return HTMLTemplateFormatter(template=(
+        "<% if (value == null || isNaN(value)) { %>–<% } else { %>" + html.escape(sign) +
+        "<%= Number(value).toLocaleString('en-US', {minimumFractionDigits: 2, maximumFractionDigits: 2}) %><% } %>"))
+
+
+def duration_formatter() -> HTMLTemplateFormatter:
+    """Tabulator cell: seconds as ``42s``, ``4m05s``, ``13h53m``, ``2d04h`` (the column stays numeric, so it
+    sorts by time, not by text)."""
+    return HTMLTemplateFormatter(template=(
+        "<% var s = Math.round(value); if (value == null || isNaN(value)) { %>–<% } "
+        "else if (s < 60) { %><%= s %>s<% } "
+        "else if (s < 3600) { %><%= Math.floor(s / 60) %>m<%= String(s % 60).padStart(2, '0') %>s<% } "
+        "else if (s < 86400) { %><%= Math.floor(s / 3600) %>h<%= String(Math.floor(s % 3600 / 60)).padStart(2, '0') "
+        "%>m<% } else { %><%= Math.floor(s / 86400) %>d<%= String(Math.floor(s % 86400 / 3600)).padStart(2, '0') "
+        "%>h<% } %>"))
 
 
 def state_formatter() -> HTMLTemplateFormatter:
@@ -115,17 +161,96 @@ def state_formatter() -> HTMLTemplateFormatter:
     return HTMLTemplateFormatter(template=cases)
 
 
-def table(df, *, height: Optional[int] = 360, formatters: Optional[dict] = None, **kw) -> pn.widgets.Tabulator:
-    """A read-only, dense Tabulator with our defaults."""
+TABLE_CSS = """
+.tabulator .tabulator-header .tabulator-col .tabulator-col-content .tabulator-col-title {font-size: 12px;}
+.tabulator .tabulator-placeholder .tabulator-placeholder-contents {color: #b6bcc6; font-size: 14px;
+  font-weight: normal;}
+"""
+
+
+def table(df, *, height: Optional[int] = 360, formatters: Optional[dict] = None, empty: str = "Nothing to show",
+          min_width: int = 40, **kw) -> pn.widgets.Tabulator:
+    """A read-only, dense Tabulator with our defaults: columns as wide as their data (never squeezed below
+    ``min_width``; the table scrolls sideways instead of cutting headers), headers that wrap, a tooltip with
+    the full title, and ``empty`` as the text when there are no rows."""
+    config = kw.pop("configuration", {})
     opts = dict(show_index=False, disabled=True, sizing_mode="stretch_width", layout="fit_data_table",
                 theme="midnight" if pn.config.theme == "dark" else "simple", formatters=formatters or {},
-                pagination=None, header_align="center")
+                pagination=None, header_align="center", stylesheets=[TABLE_CSS],
+                configuration={"columnDefaults": {"headerWordWrap": True, "minWidth": min_width, "tooltip": True},
+                               "placeholder": empty, **config})
     if height:
         opts["height"] = height
     opts.update(kw)
     return pn.widgets.Tabulator(df, **opts)
 
 
+def keyed(df, column: str):
+    """``df`` indexed by ``column``'s values (kept as a column too): rows keep their identity from tick to tick,
+    so :func:`update_table` can patch them and Tabulator keeps expanded rows and the scroll position."""
+    out = df.copy()
+    out.index = [str(v) for v in df[column]]
+    return out
+
+
+def update_table(widget: pn.widgets.Tabulator, df) -> str:
+    """Show ``df`` in ``widget`` in place: nothing is sent when nothing changed, only the changed cells when the
+    rows are the same (same index), else the new rows. Scroll position, expanded rows and selection survive
+    the first two; a caller that keys its frame by a stable index (a job, a queue) keeps them more often.
+    Returns what was done: ``"same"``, ``"patched"`` or ``"replaced"`` (tests and benchmarks read it)."""
+    import numpy as np
+
+    old = widget.value
+    if (old is not None and list(old.columns) == list(df.columns) and len(old) == len(df)
+            and old.index.equals(df.index)):
+        patch = {}
+        for c in df.columns:
+            a, b = old[c].to_numpy(), df[c].to_numpy()
+            try:
+                same = (a == b) | (_isnan(a) & _isnan(b))
+            except (TypeError, ValueError):
+                same = np.array([x == y for x, y in zip(a, b)], dtype=bool)
+            changed = np.flatnonzero(~np.asarray(same, dtype=bool))
+            if len(changed):
+                patch[c] = [(int(i), _plain(b[i])) for i in changed]
+        if not patch:
+            return "same"
+        widget.patch(patch, as_index=False)
+        return "patched"
+    widget.value = df.copy()
+    return "replaced"
+
+
+def _isnan(a):
+    import numpy as np
+
+    if a.dtype.kind in "fc":
+        return np.isnan(a)
+    return np.array([isinstance(x, float) and math.isnan(x) for x in a], dtype=bool)
+
+
+def _plain(v):
+    """A numpy scalar as the Python value Tabulator's patch sends."""
+    return v.item() if hasattr(v, "item") and not isinstance(v, (str, bytes)) else v
+
+
+DOWNLOAD_CSS = """
+.bk-btn, .bk-btn-default {color: #e5e7eb !important; border: 1px solid #60a5fa !important;
+  background: rgba(96, 165, 250, 0.12) !important;}
+.bk-btn:hover {background: rgba(96, 165, 250, 0.25) !important;}
+"""
+"""Download buttons read as buttons you can press (Panel's FileDownload ignores ``button_type`` and renders a
+grey, disabled-looking button)."""
+
+
+def download_button(callback, filename: str, label: str, **kw) -> pn.widgets.FileDownload:
+    """A FileDownload styled like the other action buttons."""
+    return pn.widgets.FileDownload(callback=callback, filename=filename, label=label,
+                                   stylesheets=[DOWNLOAD_CSS], **kw)
+
+
 def limit_formatter() -> HTMLTemplateFormatter:
     """Tabulator cell: ``-1`` (KAI's unlimited) as ∞, other numbers as they are."""
-    return HTMLTemplateFormatter(template="<% if (value == -1) { %>∞<% } else { %><%= value %><% } %>")
+    return HTMLTemplateFormatter(template="<% if (value == -1) { %>∞<% } else if (value == null || isNaN(value)) "
+                                          "{ %>–<% } else { %><%= Number(value).toLocaleString('en-US', "
+                                          "{maximumFractionDigits: 2}) %><% } %>")

@@ -1,7 +1,21 @@
 """GPUs: the node × GPU grid; each GPU is a cell filled bottom-up by its fractional slices (pod, queue,
 share), coloured by queue, by DCGM utilisation or by memory used / share. Over-share pods and idle
-allocations are outlined; hover shows the numbers; filters by pool, GPU model and queue; pages (and a
-per-node cluster map) keep 1,000 nodes readable."""
+allocations are outlined and marked; hover shows the numbers; filters by pool, GPU model and queue; pages
+keep 1,000 nodes readable; a per-node table is the grid's text alternative.
+
+The grid is drawn in layers over one coordinate system (:func:`grid_positions`), each a Bokeh renderer with its
+own data source, updated in place every tick (only changed columns are sent):
+
+* ``devices``: one cell per GPU, outlined when flagged;
+* ``held``: slices of pods that hold the GPU now (running, binding);
+* ``moving``: slices about to come or go (releasing, pipelined), drawn translucent with a dashed outline by their
+  own renderer (no per-slice hatch pattern: hatching every quad froze the browser);
+* ``marks``: a symbol on flagged GPUs (``!`` over-share, ``z`` idle), so a flag does not rely on colour alone;
+* ``labels``: node names.
+
+A later layer (e.g. the engine's next-cycle decisions over observed device holders) adds one more source and
+renderer in the same coordinates: :meth:`GpusView.add_layer`.
+"""
 
 from __future__ import annotations
 
@@ -15,18 +29,32 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
+from .. import display
 from ..frames import held_unknown
 from ..models import GpusModel
 from .base import View
-from .common import FREE_COLOUR, FREE_LINE, fmt, number_formatters, queue_colours, table
+from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, number_formatters, percent_formatters, queue_colours,
+                     keyed, table, update_table)
+from .plots import assign_columns
 
 CELL_PX = 22
 ROW_UNITS = 1.75        # a GPU cell is 1 unit tall; the rest of a row is the node label
-OVER_SHARE = "#ff3b3b"
-IDLE = "#edc948"
+OVER_SHARE = "#ff4d4d"
+IDLE = "#fbbf24"
 NO_DATA = "#6b6f76"
 WOULD = "#4fc3f7"
-MEM_PALETTE = ["#1a9850", "#66bd63", "#a6d96a", "#d9ef8b", "#fee08b", "#fdae61", "#f46d43", "#d73027", "#a50026"]
+"""Dashed outline of what KAI would bind next cycle (the overlay; not yet the cluster)."""
+MEM_PALETTE = ["#3f4652", "#4a5566", "#50657e", "#4f7598", "#4a86b3", "#3f98cf", "#2aa9ea", "#f59e0b", "#ef4444"]
+"""Memory used / share, 0 → 1.5: grey (an allocation left unused is waste, never green) through blue (used as
+allocated) to amber and red above the share (OOM risk for neighbours)."""
+UTIL_PALETTE = list(Viridis256)
+"""DCGM utilisation, 0 → 100 %: Viridis (colour-blind safe; idle is dark, busy is bright)."""
+MOVING_STATUSES = ("releasing", "pipelined")
+SLICE_FIELDS = ("x0", "x1", "y0", "y1", "fill", "alpha", "line", "lw", "node", "task", "job", "queue", "status",
+                "gpu", "share", "mem", "mem_share", "util")
+DEVICE_FIELDS = ("x0", "x1", "y0", "y1", "line", "lw", "dash", "node", "gpu", "model", "pool", "allocated", "util",
+                 "mem", "mem_total", "flags", "evidence")
+OVERLAY_FIELDS = ("x0", "x1", "y0", "y1", "text")
 
 
 def grid_positions(nodes: list[str], gpus_per_node: int, columns: int | None = None) -> tuple[dict, int, int]:
@@ -48,59 +76,95 @@ def _palette_map(values: np.ndarray, palette: list[str], lo: float, hi: float) -
 
 
 def slice_colours(slices: pd.DataFrame, colour_by: str, colours: dict[str, str]) -> np.ndarray:
-    """Fill colour per slice: the queue's colour, utilisation on Viridis, or memory used/share green→red."""
+    """Fill colour per slice: the queue's colour, utilisation on Viridis, or memory used / share grey→blue→red."""
     if colour_by == "utilisation":
-        return _palette_map(slices["gpu_util"].to_numpy(float), list(Viridis256), 0.0, 100.0)
+        return _palette_map(slices["gpu_util"].to_numpy(float), UTIL_PALETTE, 0.0, 100.0)
     if colour_by == "memory":
         ratio = slices["memory_used_mib"].to_numpy(float) / np.maximum(slices["memory_share_mib"].to_numpy(float), 1)
         return _palette_map(ratio, MEM_PALETTE, 0.0, 1.5)
     return slices["queue"].map(colours).fillna(NO_DATA).to_numpy(object)
 
 
+def _slice_layer(slices: pd.DataFrame, pos: dict, colour_by: str, colours: dict[str, str]) -> dict:
+    if not len(slices):
+        return {k: [] for k in SLICE_FIELDS}
+    sx = slices["node"].map(lambda n: pos[n][0]).to_numpy(float) + slices["gpu_index"].to_numpy(float)
+    sy = slices["node"].map(lambda n: pos[n][1]).to_numpy(float)
+    off = slices["offset"].to_numpy(float)
+    share = slices["share"].to_numpy(float)
+    status = slices["status"].to_numpy(object)
+    over = slices["over_share"].to_numpy(bool)
+    return {"x0": sx + 0.12, "x1": sx + 0.88, "y0": sy + off + 0.02, "y1": sy + off + share - 0.02,
+            "fill": slice_colours(slices, colour_by, colours),
+            "alpha": np.where(status == "running", 0.95, np.where(status == "binding", 0.75, 0.3)),
+            "line": np.where(over, OVER_SHARE, np.where(np.isin(status, MOVING_STATUSES), "#e5e7eb", "#000000")),
+            "lw": np.where(over, 2.0, np.where(np.isin(status, MOVING_STATUSES), 1.2, 0.3)),
+            **{c: slices[c].to_numpy(object) for c in ("node", "task", "job", "queue", "status")},
+            "gpu": slices["gpu_index"].to_numpy(int), "share": share.round(3),
+            "mem": (slices["memory_used_mib"].to_numpy(float) / 1024).round(1),
+            "mem_share": (slices["memory_share_mib"].to_numpy(float) / 1024).round(1),
+            "util": slices["gpu_util"].round(1).to_numpy(float)}
+
+
 def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], colour_by: str,
-                 colours: dict[str, str]) -> tuple[dict, dict, dict, tuple]:
-    """Column data for the GPU backgrounds, the slices and the node labels, plus (x range, y range)."""
+                 colours: dict[str, str]) -> tuple[dict[str, dict], tuple]:
+    """Column data of every layer (``devices``, ``held``, ``moving``, ``marks``, ``labels``), and (x range,
+    y range). Memory in the hover is in GiB."""
     g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
     pos, columns, rows = grid_positions(nodes, g_max)
     bx = gpus["node"].map(lambda n: pos[n][0]).to_numpy(float) + gpus["gpu_index"].to_numpy(float)
     by = gpus["node"].map(lambda n: pos[n][1]).to_numpy(float)
-    flag_colour = np.where(gpus["over_share"], OVER_SHARE, np.where(gpus["idle_allocated"], IDLE, FREE_LINE))
-    bg = {"x0": bx + 0.06, "x1": bx + 0.94, "y0": by, "y1": by + 1.0, "line": flag_colour,
-          "lw": np.where(gpus["over_share"] | gpus["idle_allocated"], 2.5, 0.6),
-          "node": gpus["node"].to_numpy(object), "gpu": gpus["gpu_index"].to_numpy(int),
-          "model": gpus["gpu_model"].to_numpy(object), "pool": gpus["pool"].to_numpy(object),
-          "allocated": gpus["allocated"].round(3).to_numpy(float), "util": gpus["gpu_util"].round(1).to_numpy(float),
-          "mem": gpus["memory_used_mib"].round(0).to_numpy(float), "mem_total": gpus["gpu_memory_mib"].to_numpy(float),
-          "flags": np.where(gpus["over_share"], "over-share pod", np.where(gpus["idle_allocated"], "idle allocation",
-                                                                           "")).astype(object),
-          "evidence": (gpus["evidence"] if "evidence" in gpus else pd.Series("", index=gpus.index)).to_numpy(object)}
+    over, idle = gpus["over_share"].to_numpy(bool), gpus["idle_allocated"].to_numpy(bool)
+    devices = {"x0": bx + 0.06, "x1": bx + 0.94, "y0": by, "y1": by + 1.0,
+               "line": np.where(over, OVER_SHARE, np.where(idle, IDLE, FREE_LINE)),
+               "lw": np.where(over | idle, 2.5, 0.6),
+               "dash": np.where(idle & ~over, "dashed", "solid").astype(object),
+               "node": gpus["node"].to_numpy(object), "gpu": gpus["gpu_index"].to_numpy(int),
+               "model": gpus["gpu_model"].to_numpy(object), "pool": gpus["pool"].to_numpy(object),
+               "allocated": gpus["allocated"].round(3).to_numpy(float),
+               "util": gpus["gpu_util"].round(1).to_numpy(float),
+               "mem": (gpus["memory_used_mib"].to_numpy(float) / 1024).round(1),
+               "mem_total": (gpus["gpu_memory_mib"].to_numpy(float) / 1024).round(1),
+               "flags": np.where(over, "a pod uses more memory than its share (OOM risk)",
+                                 np.where(idle, "allocated but idle (wasted)", "")).astype(object),
+               "evidence": (gpus["evidence"] if "evidence" in gpus else pd.Series("", index=gpus.index)).to_numpy(object)}
+    flagged = over | idle
+    marks = {"x": bx[flagged] + 0.5, "y": by[flagged] + 0.5,
+             "text": np.where(over[flagged], "!", "z").astype(object),
+             "colour": np.where(over[flagged], OVER_SHARE, IDLE).astype(object)}
     unknown = held_unknown(slices)
-    slices = slices[slices["gpu_index"] >= 0] if len(slices) else slices   # unknown devices: in the label
-    if len(slices):
-        sx = slices["node"].map(lambda n: pos[n][0]).to_numpy(float) + slices["gpu_index"].to_numpy(float)
-        sy = slices["node"].map(lambda n: pos[n][1]).to_numpy(float)
-        off = slices["offset"].to_numpy(float)
-        share = slices["share"].to_numpy(float)
-        status = slices["status"].to_numpy(object)
-        sl = {"x0": sx + 0.12, "x1": sx + 0.88, "y0": sy + off + 0.02, "y1": sy + off + share - 0.02,
-              "fill": slice_colours(slices, colour_by, colours),
-              "alpha": np.where(status == "running", 0.95, np.where(status == "binding", 0.7, 0.35)),
-              "line": np.where(slices["over_share"], OVER_SHARE, "#000000"),
-              "lw": np.where(slices["over_share"], 2.0, 0.3),
-              "hatch": np.where(status == "releasing", "x", np.where(status == "pipelined", "/", " ")).astype(object),
-              **{c: slices[c].to_numpy(object) for c in ("node", "task", "job", "queue", "status")},
-              "gpu": slices["gpu_index"].to_numpy(int), "share": share.round(3),
-              "mem": slices["memory_used_mib"].round(0).to_numpy(float),
-              "mem_share": slices["memory_share_mib"].round(0).to_numpy(float),
-              "util": slices["gpu_util"].round(1).to_numpy(float)}
-    else:
-        sl = {k: [] for k in ("x0", "x1", "y0", "y1", "fill", "alpha", "line", "lw", "hatch", "node", "task", "job",
-                              "queue", "status", "gpu", "share", "mem", "mem_share", "util")}
+    slices = slices[slices["gpu_index"] >= 0] if len(slices) else slices   # unknown devices: in the node label
+    moving = slices["status"].isin(MOVING_STATUSES).to_numpy() if len(slices) else np.zeros(0, bool)
+    held = _slice_layer(slices[~moving] if len(slices) else slices, pos, colour_by, colours)
+    moved = _slice_layer(slices[moving] if len(slices) else slices, pos, colour_by, colours)
     labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + 1.05 for n in nodes],
               "text": [n + (f" · {unknown[n].split(':')[0]}" if n in unknown else "") for n in nodes]}
     x_range = (-0.3, columns * (g_max + 1))
     y_range = (-0.2, rows * ROW_UNITS + 0.1)
-    return bg, sl, labels, (x_range, y_range)
+    return {"devices": devices, "held": held, "moving": moved, "marks": marks, "labels": labels}, (x_range, y_range)
+
+
+NODE_TABLE_COLUMNS = ["node", "pool", "gpu_model", "gpus", "allocated", "gpu_util", "memory_used_gib",
+                      "idle_allocated", "over_share"]
+NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "allocated GPUs",
+                     "gpu_util": "mean util", "memory_used_gib": "memory used (GiB)",
+                     "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
+SLICE_COLUMNS = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
+                 "gpu_util", "over_share", "device_source"]
+SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share (GiB)",
+                "memory_used_gib": "memory used (GiB)", "gpu_util": "util", "over_share": "over its share",
+                "device_source": "device from"}
+
+
+def node_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The grid as text, one row per node (the text alternative to the picture)."""
+    df = summary.copy()
+    df["memory_used_gib"] = (df.get("memory_used_mib", pd.Series(np.nan, index=df.index)) / 1024).round(1)
+    for c in ("idle_allocated", "over_share", "gpus"):
+        df[c] = df[c].astype(int)
+    df["allocated"] = df["allocated"].round(2)
+    df["gpu_util"] = df["gpu_util"].round(1)
+    return keyed(df, "node")[NODE_TABLE_COLUMNS]
 
 
 def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str]) -> dict:
@@ -125,7 +189,7 @@ def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str]) 
 
 
 class GpusView(View):
-    """Node × GPU grid with filters, pages, legend, a cluster map and the selected node's slices."""
+    """Node × GPU grid with filters, pages, legend, the selected node's slices and a per-node table."""
 
     model_class = GpusModel
     title = "GPUs"
@@ -133,100 +197,125 @@ class GpusView(View):
     def _build(self):
         m = self.model
         self.colour = pn.widgets.RadioButtonGroup.from_param(m.param.colour_by, button_type="primary",
-                                                             button_style="outline")
-        self.pool = pn.widgets.Select(name="Node pool", options=[""] + m.pools(), width=150)
-        self.gpu_model = pn.widgets.Select(name="GPU model", options=[""] + m.models(), width=150)
-        self.queue = pn.widgets.Select(name="Queue", options=[""] + m.queues(), width=170)
+                                                             button_style="outline", name="Colour by", width=300)
+        self.pool = pn.widgets.Select(name="Node pool", options=[""] + m.pools(), width=140)
+        self.gpu_model = pn.widgets.Select(name="GPU model", options=[""] + m.models(), width=200)
+        self.queue = pn.widgets.Select(name="Queue", options=[""] + m.queues(), width=150)
         self.flagged = pn.widgets.Checkbox.from_param(m.param.flagged_only, name="only flagged nodes")
-        self.page = pn.widgets.Select(name="Page", options=[1], value=1, width=90)
+        self.page = pn.widgets.Select(name="Page", options=[1], value=1, width=80)
         self.page_size = pn.widgets.Select(name="Nodes per page", options=[32, 64, 128, 256, 512], value=m.page_size,
-                                           width=120)
+                                           width=110)
         for w, p in ((self.pool, "pool"), (self.gpu_model, "gpu_model"), (self.queue, "queue")):
             w.param.watch(lambda e, p=p: self._set_filter(p, e.new), "value")
         self.page.param.watch(lambda e: self._set_page(e.new - 1), "value")
         self.page_size.param.watch(lambda e: self._set_page_size(e.new), "value")
-        m.param.watch(lambda *_: self._update_grid(rebuild=False), ["colour_by"])
-        m.param.watch(lambda *_: self._update_grid(rebuild=True), ["flagged_only"])
-        self.bg = ColumnDataSource()
-        self.sl = ColumnDataSource()
-        self.lb = ColumnDataSource()
-        self.ov = ColumnDataSource()
-        self.fig = self._figure()
-        self.plot = pn.pane.Bokeh(self.fig, sizing_mode="stretch_width")
+        m.param.watch(lambda *_: self._update_grid(), ["colour_by"])
+        m.param.watch(lambda *_: self._update_grid(), ["flagged_only"])
+        self.sources = {name: ColumnDataSource() for name in ("devices", "held", "moving", "marks", "labels",
+                                                                  "overlay")}
+        self._extra_layers: list = []
+        self.fig = None                   # built by the first render, once the layout is known
+        self.plot = pn.pane.Bokeh(None, sizing_mode="stretch_width")
+        self.alt = pn.pane.HTML("", sizing_mode="stretch_width", margin=0)
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
         self.node_select = pn.widgets.Select(name="Node", options=[""], width=200)
         self.node_select.param.watch(lambda e: setattr(self.selection, "node", e.new or ""), "value")
         self.selection.param.watch(lambda *_: self._update_node(), "node")
-        self.node_table = table(pd.DataFrame(), height=220,
-                                formatters=number_formatters(["share", "memory_share_mib", "memory_used_mib",
-                                                              "gpu_util"], 1))
+        self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=220, titles=SLICE_TITLES,
+                                formatters={**number_formatters(["share", "memory_share_gib", "memory_used_gib"], 2),
+                                            **percent_formatters(["gpu_util"])},
+                                name="node-slices", empty="No pod holds a GPU on this node")
+        self.nodes_table = table(pd.DataFrame(columns=NODE_TABLE_COLUMNS), height=300, titles=NODE_TABLE_TITLES,
+                                 formatters={**number_formatters(["allocated", "memory_used_gib"], 2),
+                                             **percent_formatters(["gpu_util"])},
+                                 name="gpu-nodes-table", empty="No GPU node matches the filters", visible=False)
+        self.show_table = pn.widgets.Toggle(name="Show the grid as a table (per node)", button_type="primary",
+                                            button_style="outline", width=300)
+        self.show_table.param.watch(lambda e: self._toggle_table(e.new), "value")
         self._layout_key = None
         return pn.Column(
-            pn.Row(self.colour, self.pool, self.gpu_model, self.queue, self.page_size, self.page,
-                   pn.Column(pn.Spacer(height=18), self.flagged), sizing_mode="stretch_width"),
-            self.summary, self.legend,
+            pn.Row(pn.pane.HTML('<div style="padding-top:8px">Colour by</div>', width=70), self.colour,
+                   pn.Column(pn.Spacer(height=4), self.flagged), sizing_mode="stretch_width"),
+            pn.Row(self.pool, self.gpu_model, self.queue, self.page_size, self.page, sizing_mode="stretch_width"),
+            self.summary, self.legend, self.alt,
             self.plot,
             pn.Card(pn.Column(self.node_select, self.node_table, sizing_mode="stretch_width"),
                     title="Selected node: slices", sizing_mode="stretch_width", collapsible=False),
+            self.show_table, self.nodes_table,
             sizing_mode="stretch_width")
 
     def _figure(self, height: int = 300):
-        fig = figure(tools="pan,wheel_zoom,reset", toolbar_location="above", x_axis_type=None, y_axis_type=None,
+        fig = figure(tools="reset", toolbar_location=None, x_axis_type=None, y_axis_type=None,
                      sizing_mode="stretch_width", height=height, min_border=4, outline_line_color=None,
                      x_range=Range1d(0, 1), y_range=Range1d(0, 1))
         fig.grid.visible = False
         fig.background_fill_alpha = 0
         fig.border_fill_alpha = 0
-        self.bg.data = {k: [] for k in ("x0", "x1", "y0", "y1", "line", "lw", "node", "gpu", "model", "pool",
-                                        "allocated", "util", "mem", "mem_total", "flags", "evidence")}
-        self.sl.data = {k: [] for k in ("x0", "x1", "y0", "y1", "fill", "alpha", "line", "lw", "hatch", "node", "task",
-                                        "job", "queue", "status", "gpu", "share", "mem", "mem_share", "util")}
-        self.lb.data = {"x": [], "y": [], "text": []}
-        self.ov.data = {k: [] for k in ("x0", "x1", "y0", "y1", "text")}
-        r_bg = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=self.bg, fill_color=FREE_COLOUR,
-                        line_color="line", line_width="lw", nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0,
-                        selection_fill_color="#3d4450")
-        r_sl = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=self.sl, fill_color="fill",
-                        fill_alpha="alpha", line_color="line", line_width="lw", hatch_pattern="hatch",
-                        hatch_color="#ffffff", hatch_alpha=0.5, hatch_scale=6)
-        r_ov = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=self.ov, fill_alpha=0,
+        src = self.sources
+        src["devices"].data = {k: [] for k in DEVICE_FIELDS}
+        src["held"].data = {k: [] for k in SLICE_FIELDS}
+        src["moving"].data = {k: [] for k in SLICE_FIELDS}
+        src["marks"].data = {"x": [], "y": [], "text": [], "colour": []}
+        src["labels"].data = {"x": [], "y": [], "text": []}
+        src["overlay"].data = {k: [] for k in OVERLAY_FIELDS}
+        r_dev = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["devices"], fill_color=FREE_COLOUR,
+                         line_color="line", line_width="lw", line_dash="dash", nonselection_fill_alpha=1.0,
+                         nonselection_line_alpha=1.0, selection_fill_color="#3d4450")
+        r_held = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["held"], fill_color="fill",
+                          fill_alpha="alpha", line_color="line", line_width="lw")
+        r_moving = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["moving"], fill_color="fill",
+                            fill_alpha="alpha", line_color="line", line_width="lw", line_dash="dashed")
+        r_ov = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["overlay"], fill_alpha=0,
                         line_color=WOULD, line_width=2, line_dash="dashed")
         fig.add_tools(HoverTool(renderers=[r_ov], tooltips=[("next cycle", "@text")]))
-        fig.text(x="x", y="y", text="text", source=self.lb, text_font_size="9px", text_color="#9aa3ad",
+        fig.text(x="x", y="y", text="text", source=src["marks"], text_color="colour", text_font_size="11px",
+                 text_font_style="bold", text_align="center", text_baseline="middle")
+        fig.text(x="x", y="y", text="text", source=src["labels"], text_font_size="9px", text_color=MUTED_ON_DARK,
                  text_baseline="bottom")
-        fig.add_tools(HoverTool(renderers=[r_sl], tooltips=[
-            ("pod", "@task"), ("job", "@job"), ("queue", "@queue"), ("status", "@status"),
-            ("node / GPU", "@node / @gpu"), ("share", "@share{0.00} GPU"),
-            ("memory used / share", "@mem{0,0} / @mem_share{0,0} MiB"), ("util", "@util{0.0} %")]))
-        fig.add_tools(HoverTool(renderers=[r_bg], tooltips=[
-            ("node / GPU", "@node / @gpu"), ("model / pool", "@model / @pool"), ("allocated", "@allocated{0.00}"),
-            ("util", "@util{0.0} %"), ("memory used", "@mem{0,0} / @mem_total{0,0} MiB"), ("flag", "@flags"),
+        slice_tips = [("pod", "@task"), ("job", "@job"), ("queue", "@queue"), ("status", "@status"),
+                      ("node / GPU", "@node / @gpu"), ("share", "@share{0.[00]} GPU"),
+                      ("memory used / share", "@mem{0,0.0} / @mem_share{0,0.0} GiB"), ("util", "@util{0.0} %")]
+        fig.add_tools(HoverTool(renderers=[r_held, r_moving], tooltips=slice_tips))
+        fig.add_tools(HoverTool(renderers=[r_dev], tooltips=[
+            ("node / GPU", "@node / @gpu"), ("model / pool", "@model / @pool"), ("allocated", "@allocated{0.[00]}"),
+            ("util", "@util{0.0} %"), ("memory used", "@mem{0,0.0} / @mem_total{0,0.0} GiB"), ("flag", "@flags"),
             ("evidence", "@evidence")]))
-        tap = TapTool(renderers=[r_bg])
-        fig.add_tools(tap)
-        self.bg.selected.on_change("indices", self._on_tap)
+        fig.add_tools(TapTool(renderers=[r_dev]))
+        fig.toolbar.active_scroll = None
+        src["devices"].selected.on_change("indices", self._on_tap)
+        for name, draw in self._extra_layers:
+            draw(fig, self.sources[name])
         return fig
+
+    def add_layer(self, name: str, draw) -> ColumnDataSource:
+        """Add a layer over the grid: ``draw(figure, source)`` adds its renderer(s) (now and on every new figure);
+        fill the returned source with columns in grid coordinates (:func:`grid_positions`)."""
+        self.sources[name] = ColumnDataSource()
+        self._extra_layers.append((name, draw))
+        if self.fig is not None:
+            draw(self.fig, self.sources[name])
+        return self.sources[name]
 
     # ---------------------------------------------------------------------------------------- events
 
     def _set_filter(self, name: str, value: str) -> None:
         setattr(self.model, name, value or "")
         self.model.page = 0
-        self._update_grid(rebuild=True)
+        self._update_grid()
 
     def _set_page(self, page: int) -> None:
         if page != self.model.page:
             self.model.page = max(0, page)
-            self._update_grid(rebuild=True)
+            self._update_grid()
 
     def _set_page_size(self, size: int) -> None:
         self.model.param.update(page_size=int(size), page=0)
-        self._update_grid(rebuild=True)
+        self._update_grid()
 
     def _on_tap(self, attr, old, new) -> None:
         if new:
-            nodes = self.bg.data["node"]
+            nodes = self.sources["devices"].data["node"]
             if 0 <= new[0] < len(nodes):
                 self.selection.node = str(nodes[new[0]])
 
@@ -234,13 +323,13 @@ class GpusView(View):
 
     def _update(self):
         m = self.model
-        self.pool.options = [""] + m.pools()
-        self.gpu_model.options = [""] + m.models()
-        self.queue.options = [""] + m.queues()
-        self._update_grid(rebuild=False)
+        for widget, options in ((self.pool, m.pools()), (self.gpu_model, m.models()), (self.queue, m.queues())):
+            if list(widget.options) != [""] + options:
+                widget.options = [""] + options
+        self._update_grid()
         self._update_node()
 
-    def _update_grid(self, rebuild: bool) -> None:
+    def _update_grid(self) -> None:
         m = self.model
         pages = m.pages()
         if list(self.page.options) != list(range(1, pages + 1)):
@@ -250,48 +339,65 @@ class GpusView(View):
         nodes = m.page_nodes()
         gpus, slices = m.page_frames()
         colours = queue_colours(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else {}
-        bg, sl, lb, (xr, yr) = grid_sources(gpus, slices, nodes, m.colour_by, colours)
-        ov = overlay_source(m.overlay(), gpus, nodes)
-        self.bg.data, self.sl.data, self.lb.data, self.ov.data = bg, sl, lb, ov
+        layers, (xr, yr) = grid_sources(gpus, slices, nodes, m.colour_by, colours)
+        layers["overlay"] = overlay_source(m.overlay(), gpus, nodes)
         key = (tuple(nodes), xr, yr)
         if key != self._layout_key:
-            # A new layout gets a new figure: Bokeh does not re-lay-out a plot whose height changed.
+            # A new layout (filter, page) gets a new figure: Bokeh does not re-lay-out a plot whose height changed.
             self._layout_key = key
             px = max(16.0, min(40.0, 1150.0 / max(xr[1] - xr[0], 1)))
-            height = int(max(120, (yr[1] - yr[0]) * px + 40))
-            self.bg, self.sl, self.lb = ColumnDataSource(), ColumnDataSource(), ColumnDataSource()
-            self.ov = ColumnDataSource()
+            height = int(max(120, (yr[1] - yr[0]) * px + 20))
+            self.sources = {name: ColumnDataSource() for name in self.sources}
             self.fig = self._figure(height)
             self.fig.x_range.start, self.fig.x_range.end = xr
             self.fig.y_range.start, self.fig.y_range.end = yr
-            self.bg.data, self.sl.data, self.lb.data, self.ov.data = bg, sl, lb, ov
-            self.plot.height = height + 30
+            self.plot.height = height + 10
             self.plot.object = self.fig
-        self.node_select.options = [""] + list(nodes)
+        for name, data in layers.items():
+            assign_columns(self.sources[name], data)
+        if list(self.node_select.options) != [""] + list(nodes):
+            self.node_select.options = [""] + list(nodes)
         all_g = m.gpus()
         n_nodes = len(m.selected_nodes())
+        n_over, n_idle = int(all_g["over_share"].sum()), int(all_g["idle_allocated"].sum())
         self.summary.object = (
-            f'<div class="kd-muted">{n_nodes} node(s) match · page {m.page + 1}/{pages} · '
-            f'{len(gpus)} GPUs shown · {int(all_g["over_share"].sum())} over-share, '
-            f'{int(all_g["idle_allocated"].sum())} idle-allocated cluster-wide · '
-            f'cell = one GPU, filled bottom-up by its slices; hatched = releasing; '
-            f'<span style="color:{OVER_SHARE}">red outline</span> = a pod over its memory share; '
-            f'<span style="color:{IDLE}">yellow outline</span> = allocated but idle; '
-            f'<span style="color:{WOULD}">dashed outline</span> = KAI would bind there next cycle (around a GPU '
-            f'when its device is known, else around the node; {len(ov["x0"])} on this page; not yet the '
-            f'cluster)</div>')
+            f'<div class="kd-muted">{n_nodes} node(s) match · page {m.page + 1}/{pages} · {len(gpus)} GPUs shown · '
+            f'<b style="color:{OVER_SHARE}">{n_over} over-share (!)</b>, <b style="color:{IDLE}">{n_idle} '
+            f'idle-allocated (z)</b> cluster-wide · a cell is one GPU, filled bottom-up by its pods\' shares; '
+            f'translucent with a dashed edge = releasing or pipelined; red edge and ! = a pod over its memory share '
+            f'(OOM risk); amber dashed edge and z = allocated but idle; '
+            f'<span style="color:{WOULD}">blue dashed outline</span> = KAI would bind there next cycle (around a GPU when its device is known, else around the node; '
+            f'{len(layers["overlay"]["x0"])} on this page; not yet the cluster); click a GPU for its node.</div>')
+        self.alt.object = (f'<div class="kd-sr" role="img" aria-label="GPU grid">GPU grid: {len(gpus)} GPUs on '
+                           f'{len(nodes)} nodes, {int(gpus["allocated"].gt(0).sum()) if len(gpus) else 0} with an '
+                           f'allocation, {n_over} over-share and {n_idle} idle-allocated cluster-wide. The button '
+                           f'"Show the grid as a table" below lists the same per node.</div>')
+        self.legend.object = self._legend(slices, colours)
+        if self.nodes_table.visible:
+            update_table(self.nodes_table, node_table(m.node_summary_of(gpus)))
+
+    def _toggle_table(self, shown: bool) -> None:
+        """The per-node table is built on demand (a page of 512 nodes is a big table to send every tick)."""
+        self.nodes_table.visible = shown
+        if shown:
+            gpus, _ = self.model.page_frames()
+            update_table(self.nodes_table, node_table(self.model.node_summary_of(gpus)))
+
+    def _legend(self, slices: pd.DataFrame, colours: dict[str, str]) -> str:
+        m = self.model
         if m.colour_by == "queue":
             present = sorted(set(slices["queue"])) if len(slices) else []
-            self.legend.object = " ".join(
+            if not present:
+                return '<span class="kd-muted">No pod holds a GPU on this page.</span>'
+            return " ".join(
                 f'<span style="display:inline-block;margin-right:10px"><span style="display:inline-block;width:11px;'
                 f'height:11px;background:{colours.get(q, NO_DATA)};margin-right:4px"></span>{html.escape(q)}</span>'
                 for q in present)
-        elif m.colour_by == "utilisation":
-            self.legend.object = ('<span class="kd-muted">utilisation (DCGM): </span>'
-                                  + _gradient(list(Viridis256)[::32], "0%", "100%"))
-        else:
-            self.legend.object = ('<span class="kd-muted">memory used / share: </span>'
-                                  + _gradient(MEM_PALETTE, "0", "≥1.5 (over share)"))
+        if m.colour_by == "utilisation":
+            return ('<span class="kd-muted">utilisation (DCGM): </span>'
+                    + _gradient(UTIL_PALETTE[::32], "0 % (idle)", "100 %"))
+        return ('<span class="kd-muted">memory used / its share: </span>'
+                + _gradient(MEM_PALETTE, "0 (unused: waste)", "1 = as allocated · above: over share"))
 
     def _update_node(self) -> None:
         node = self.selection.node
@@ -304,10 +410,10 @@ class GpusView(View):
             self.node_select.options = [*self.node_select.options, node]
         self.node_select.value = node if node in self.node_select.options else ""
         sl = self.model.slices()
-        cols = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_mib", "memory_used_mib",
-                "gpu_util", "over_share", "device_source"]
-        self.node_table.value = (sl[sl["node"] == node][cols].reset_index(drop=True) if node and len(sl)
-                                 else pd.DataFrame(columns=cols))
+        rows = sl[sl["node"] == node].copy() if node and len(sl) else sl.iloc[0:0].copy()
+        rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
+        rows["memory_used_gib"] = (rows["memory_used_mib"] / 1024).round(2)
+        update_table(self.node_table, keyed(rows, "task")[SLICE_COLUMNS])
 
 
 def _gradient(colours: list[str], lo: str, hi: str) -> str:
@@ -317,4 +423,4 @@ def _gradient(colours: list[str], lo: str, hi: str) -> str:
             f'<span class="kd-muted">{hi}</span>')
 
 
-__all__ = ["GpusView", "grid_positions", "grid_sources", "fmt"]
+__all__ = ["GpusView", "grid_positions", "grid_sources", "node_table"]

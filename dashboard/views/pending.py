@@ -9,16 +9,27 @@ import json
 import pandas as pd
 import panel as pn
 
-from ..frames import format_duration
+from .. import display
 from ..models import PendingModel
 from .base import View
-from .common import badge, fmt, number_formatters, table
+from .common import badge, duration_formatter, keyed, number_formatters, table, update_table
 
-COLUMNS = ["job", "queue", "priority", "pending_tasks", "gpus_requested", "wait", "reason", "counterfactual",
-           "message"]
-REASON_COLOURS = {"OverLimit": "#e15759", "NonPreemptibleOverQuota": "#f28e2b", "PreemptionDelayNotElapsed": "#b07aa1",
-                  "QueueDoesNotExist": "#9c755f", "NotEnoughResources": "#4e79a7", "PodSchedulingErrors": "#4e79a7",
-                  "OverCapacity": "#76b7b2", "NotReadyForScheduling": "#8c8c8c", "Pipelined": "#59a14f"}
+COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
+"""The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
+it left no room to read the counterfactual at 1280 px)."""
+TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
+          "eta": "expected start"}
+TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested": "GPUs the pending tasks request",
+            "wait_s": "time since the job was created", "reason": "KAI's reason code for the last decision",
+            "eta": "when it is expected to start: median (p10–p90) over forward simulations of the engine from "
+                   "now, with what made room for it (docs/eta.md)",
+            "counterfactual": "the smallest change found that would start it (why-pending search); expand the row "
+                              "or click it for the full text and the scheduler's message"}
+REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", "PreemptionDelayNotElapsed": "#7e22ce",
+                  "QueueDoesNotExist": "#854d0e", "NotEnoughResources": "#1d4ed8", "PodSchedulingErrors": "#1d4ed8",
+                  "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d"}
+"""Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
+NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
 
 
 def _details_html(details) -> str:
@@ -34,7 +45,8 @@ def _details_html(details) -> str:
 
 
 class PendingView(View):
-    """Waiting jobs, longest wait first, filterable by queue and reason; expand a row for the numbers."""
+    """Waiting jobs, longest wait first, filterable by queue and reason; expand a row for the numbers. Rows are
+    keyed by job, so expanded rows and the scroll position survive new ticks."""
 
     model_class = PendingModel
     title = "Pending"
@@ -43,17 +55,19 @@ class PendingView(View):
         m = self.model
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
         self.queue = pn.widgets.Select(name="Queue", options=[""], width=180)
-        self.reason = pn.widgets.Select(name="Reason", options=[""], width=220)
+        self.reason = pn.widgets.Select(name="Reason", options=[""], width=240)
         self.queue.param.watch(lambda e: setattr(m, "queue", e.new or ""), "value")
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
-        self.table = table(pd.DataFrame(columns=COLUMNS), height=480,
-                           formatters={**number_formatters(["gpus_requested"]),
-                                       "counterfactual": {"type": "textarea"}, "message": {"type": "textarea"}},
+        self.table = table(pd.DataFrame(columns=COLUMNS), height=None, max_height=460,
+                           formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter(),
+                                       "eta": {"type": "textarea"}},
                            name="pending-table",
-                           titles={"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait": "waiting"},
-                           widths={"message": 420, "counterfactual": 380}, selectable=1,
-                           row_content=self._row_detail, embed_content=False)
+                           titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
+                           widths={"job": 230, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 150,
+                                   "eta": 240},
+                           selectable=1, row_content=self._row_detail, embed_content=False,
+                           empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
         self.detail = pn.pane.HTML("", sizing_mode="stretch_width")
         return pn.Column(self.summary, pn.Row(self.queue, self.reason), self.table,
@@ -67,7 +81,7 @@ class PendingView(View):
     def _on_click(self, event) -> None:
         df = self.table.value
         if 0 <= event.row < len(df):
-            self.selection.job = df.iloc[event.row]["job"]
+            self.selection.job = str(df.index[event.row])
             self.detail.object = self._explain(self.selection.job)
 
     def _explain(self, job: str) -> str:
@@ -83,31 +97,53 @@ class PendingView(View):
         extra = getattr(exp, "numbers", None) if exp is not None and not isinstance(exp, dict) else (
             exp.get("numbers") if isinstance(exp, dict) else None)
         reason = r["reason"] or "no reason recorded"
+        limit = "unlimited" if r["queue_limit"] == -1 else display.gpus(r["queue_limit"])
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
-                f'{badge(reason, REASON_COLOURS.get(r["reason"], "#8c8c8c"))} · waiting {format_duration(r["wait_s"])}'
-                f' · {r["pending_tasks"]} task(s), {fmt(r["gpus_requested"])} GPU<br>'
+                f'{badge(reason, REASON_COLOURS.get(r["reason"], "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
+                f' · {r["pending_tasks"]} task(s), {display.gpus(r["gpus_requested"])} GPU<br>'
                 f'{html.escape(r["message"] or "")}<br>'
-                f'<b>Counterfactual:</b> {html.escape(r["counterfactual"] or "–")}<br>'
-                f'queue allocated {fmt(r["queue_allocated"])} · fair share {fmt(r["queue_fair_share"])} · '
-                f'limit {"unlimited" if r["queue_limit"] == -1 else fmt(r["queue_limit"])}</div>'
+                f'<b>Expected start:</b> <span data-eta="{html.escape(job)}">{html.escape(r["eta"])}</span>'
+                f'{self._eta_basis(job)}<br>'
+                f'<b>Would start if:</b> {html.escape(r["counterfactual"] or NOT_YET)}<br>'
+                f'queue allocated {display.gpus(r["queue_allocated"])} · fair share '
+                f'{display.gpus(r["queue_fair_share"])} · limit {limit} GPUs</div>'
                 + _details_html(extra or details))
+
+    def _eta_basis(self, job: str) -> str:
+        """Where the blocker's run time came from (recorded, the history of similar jobs, assumed)."""
+        ins = self.model.tick.insight if self.model.tick is not None else None
+        est = ins.eta.estimates.get(job) if ins is not None and ins.eta is not None else None
+        if est is None or not est.blocker_duration_source:
+            return ""
+        return (f' <span class="kd-muted">(run time of {html.escape(est.blocker_job or "the blocker")}: '
+                f'{html.escape(est.blocker_duration_source)})</span>')
 
     def _update(self):
         m = self.model
         reasons = m.reasons()
         total = sum(reasons.values())
+        ins = m.tick.insight if m.tick is not None else None
+        note = (f'<br><span class="kd-muted" data-eta-note>{html.escape(ins.eta_note)}</span>'
+                if ins is not None and ins.eta_note else "")
         self.summary.object = (f'<div class="kd-explain"><b>{total}</b> pending job(s) · ' + " ".join(
-            f'{badge(f"{k} {v}", REASON_COLOURS.get(k, "#8c8c8c"))}' for k, v in reasons.items()) + "</div>")
+            f'{badge(f"{k} {v}", REASON_COLOURS.get(k, "#4b5563"))}' for k, v in reasons.items()) + note + "</div>")
         queues = sorted(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else []
-        self.queue.options = [""] + queues
-        self.reason.options = [""] + sorted(k for k in reasons if k != "(none)")
+        if list(self.queue.options) != [""] + queues:
+            self.queue.options = [""] + queues
+        reason_options = [""] + sorted(k for k in reasons if k != "(none)")
+        if list(self.reason.options) != reason_options:
+            self.reason.options = reason_options
         self._update_table()
         df = self.table.value
-        job = self.selection.job if self.selection.job in set(df["job"]) else (df["job"].iloc[0] if len(df) else "")
+        job = self.selection.job if self.selection.job in set(df.index) else (str(df.index[0]) if len(df) else "")
         self.detail.object = self._explain(job) if job else '<div class="kd-muted">No job is waiting.</div>'
-
 
     def _update_table(self):
         df = self.model.frame().copy()
-        df["wait"] = df["wait_s"].map(format_duration)
-        self.table.value = df[COLUMNS]
+        df["wait_s"] = df["wait_s"].round(0)          # a patch only when the wait moved by a second or more
+        df["counterfactual"] = df["counterfactual"].replace("", NOT_YET)
+        df = keyed(df, "job")[COLUMNS]
+        old = self.table.value
+        expanded = [old.index[i] for i in self.table.expanded if i < len(old)] if old is not None else []
+        if update_table(self.table, df) == "replaced" and expanded:
+            self.table.expanded = [df.index.get_loc(k) for k in expanded if k in df.index]

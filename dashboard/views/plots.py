@@ -1,67 +1,213 @@
-"""Charts shared by several views: grouped per-queue bars (Bokeh) and time series (HoloViews)."""
+"""Charts shared by several views, built once and updated in place.
+
+Each chart owns one Bokeh figure and its data sources; ``update(...)`` only assigns new column data, so a new
+tick never replaces a figure (no re-layout, no jump of the page, no lost zoom). Nothing zooms on the mouse
+wheel: the page scrolls, and zoom is a box drag after picking the tool (reset undoes it).
+"""
 
 from __future__ import annotations
 
-import holoviews as hv
+import math
+from typing import Optional
+
+import numpy as np
 import pandas as pd
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Legend, LegendItem
+from bokeh.models import (AdaptiveTicker, ColumnDataSource, CustomJSHover, CustomJSTickFormatter, DatetimeTickFormatter,
+                          FactorRange, HoverTool, Label, Legend, LegendItem)
 from bokeh.plotting import figure
 
-from .common import QUEUE_PALETTE
+from .common import MUTED_ON_DARK, QUEUE_PALETTE, TEXT_ON_DARK
 
 MEASURES = ("deserved", "fair_share", "allocated", "requested")
-MEASURE_COLOURS = {"deserved": "#76b7b2", "fair_share": "#4e79a7", "allocated": "#f28e2b", "requested": "#8c8c8c"}
+MEASURE_COLOURS = {"deserved": "#8dd3c7", "fair_share": "#56b4e9", "allocated": "#e69f00", "requested": "#9ca3af"}
 MEASURE_LABELS = {"deserved": "deserved", "fair_share": "fair share", "allocated": "allocated",
                   "requested": "requested"}
+TOOLS = "box_zoom,reset,save"
+
+HOURS_MINUTES = CustomJSTickFormatter(code="""
+const s = Math.max(0, Math.round(tick));
+if (s < 3600) return Math.floor(s / 60) + 'm';
+return Math.floor(s / 3600) + 'h' + String(Math.floor(s % 3600 / 60)).padStart(2, '0');
+""")
+"""Axis ticks of a duration in seconds as ``45m``, ``13h05``."""
+
+DURATION_HOVER = """
+const s = Math.max(0, Math.round(value));
+if (s < 60) return s + 's';
+if (s < 3600) return Math.floor(s / 60) + 'm' + String(s % 60).padStart(2, '0') + 's';
+return Math.floor(s / 3600) + 'h' + String(Math.floor(s % 3600 / 60)).padStart(2, '0') + 'm';
+"""
 
 
-def grouped_bars(categories: list[str], series: dict[str, list[float]], colours: dict[str, str],
-                 ylabel: str, height: int = 300):
-    """Bars grouped per category, one bar per series, in the order given (Bokeh, nested factors)."""
-    names = list(series)
-    x = [(c, s) for c in categories for s in names]
-    values = [float(series[s][i]) if series[s][i] == series[s][i] else 0.0
-              for i, _ in enumerate(categories) for s in names]
-    src = ColumnDataSource({"x": x, "value": values, "series": [s for _ in categories for s in names],
-                            "category": [c for c in categories for _ in names],
-                            "colour": [colours[s] for _ in categories for s in names]})
-    fig = figure(x_range=FactorRange(*x, group_padding=0.6, subgroup_padding=0.05) if x else FactorRange(),
-                 height=height, sizing_mode="stretch_width", toolbar_location=None, min_border_left=50)
-    r = fig.vbar(x="x", top="value", width=0.9, source=src, fill_color="colour", line_color=None)
-    fig.add_tools(HoverTool(renderers=[r], tooltips=[("queue", "@category"), ("", "@series"),
-                                                     ("value", "@value{0,0.[00]}")]))
-    fig.xaxis.major_label_text_font_size = "0pt"     # series names: the legend says them
-    fig.xaxis.group_text_font_size = "12px"
-    fig.xaxis.major_tick_line_color = None
-    fig.xgrid.grid_line_color = None
-    fig.y_range.start = 0
-    fig.yaxis.axis_label = ylabel
-    items = []
-    for s in names:
-        dummy = fig.vbar(x=[x[0]] if x else [], top=[0], width=0, fill_color=colours[s], line_color=None)
-        items.append(LegendItem(label=s, renderers=[dummy]))
-    fig.add_layout(Legend(items=items, orientation="horizontal", location="top_left"), "above")
-    return fig
+def _style(fig) -> None:
+    fig.background_fill_alpha = 0
+    fig.border_fill_alpha = 0
+    fig.outline_line_color = None
+    for ax in (*fig.xaxis, *fig.yaxis):
+        ax.major_label_text_color = TEXT_ON_DARK
+        ax.axis_label_text_color = MUTED_ON_DARK
+        ax.major_label_text_font_size = "12px"
+    fig.grid.grid_line_alpha = 0.25
+    fig.toolbar.active_scroll = None
+    fig.toolbar.autohide = True
 
 
-def share_bars(queues: pd.DataFrame, unit: str = "GPUs", height: int = 300, leaves_only: bool = True):
-    """Per queue: deserved, fair share, allocated, requested (KAI's Grafana shows only two of these)."""
+def _empty_label(fig, text: str) -> Label:
+    label = Label(x=12, y=12, x_units="screen", y_units="screen", text=text, text_color=MUTED_ON_DARK,
+                  text_font_size="13px", visible=False)
+    fig.add_layout(label)
+    return label
+
+
+class GroupedBars:
+    """Bars grouped per category (queues), one bar per series, series fixed at construction."""
+
+    def __init__(self, series: dict[str, str], ylabel: str, height: int = 300, empty: str = "No queues"):
+        self.names = list(series)
+        self.colours = series
+        self.source = ColumnDataSource({"x": [], "value": [], "series": [], "category": [], "colour": []})
+        self.fig = figure(x_range=FactorRange(), height=height, sizing_mode="stretch_width", tools=TOOLS,
+                          toolbar_location="right", min_border_left=50)
+        r = self.fig.vbar(x="x", top="value", width=0.9, source=self.source, fill_color="colour", line_color=None,
+                          legend_field="series")
+        self.fig.add_tools(HoverTool(renderers=[r], tooltips=[("queue", "@category"), ("", "@series"),
+                                                              ("value", "@value{0,0.[00]}")]))
+        self.fig.xaxis.major_label_text_font_size = "0pt"     # series names: the legend says them
+        self.fig.xaxis.group_text_font_size = "12px"
+        self.fig.xaxis.group_text_color = TEXT_ON_DARK
+        self.fig.xaxis.major_tick_line_color = None
+        self.fig.xgrid.grid_line_color = None
+        self.fig.y_range.start = 0
+        self.fig.yaxis.axis_label = ylabel
+        legend = self.fig.legend[0]        # one item per series, from the data: no extra renderers
+        legend.orientation, legend.location = "horizontal", "top_left"
+        legend.label_text_color, legend.background_fill_alpha, legend.border_line_alpha = TEXT_ON_DARK, 0, 0
+        self.fig.center = [m for m in self.fig.center if m is not legend]
+        self.fig.add_layout(legend, "above")
+        _style(self.fig)
+        self.empty = _empty_label(self.fig, empty)
+        self._factors: list = []
+
+    def update(self, categories: list[str], values: dict[str, list[float]], ylabel: Optional[str] = None) -> None:
+        """New values (and categories, when the set changed); the figure stays."""
+        x = [(c, s) for c in categories for s in self.names]
+        data = {"x": x,
+                "value": [_finite(values[s][i]) for i, _ in enumerate(categories) for s in self.names],
+                "series": [s for _ in categories for s in self.names],
+                "category": [c for c in categories for _ in self.names],
+                "colour": [self.colours[s] for _ in categories for s in self.names]}
+        if x != self._factors:
+            self._factors = x
+            self.fig.x_range.factors = x
+        if ylabel is not None and self.fig.yaxis[0].axis_label != ylabel:
+            self.fig.yaxis.axis_label = ylabel
+        assign_columns(self.source, data)
+        self.empty.visible = not categories
+
+
+def _finite(v) -> float:
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return 0.0
+    return v if math.isfinite(v) else 0.0
+
+
+def assign_columns(source: ColumnDataSource, data: dict) -> None:
+    """Send only what changed: nothing when equal, changed columns when lengths match, else everything."""
+    old = source.data
+    n_old = len(next(iter(old.values()), [])) if old else -1
+    n_new = len(next(iter(data.values()), []))
+    if set(old) == set(data) and n_old == n_new:
+        changed = {k: v for k, v in data.items() if not _same(old[k], v)}
+        if changed:
+            source.data.update(changed)
+        return
+    source.data = data
+
+
+def _same(a, b) -> bool:
+    try:
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return False
+        if a.dtype.kind in "fc" and b.dtype.kind in "fc":
+            return bool(np.array_equal(a, b, equal_nan=True))
+        return bool(np.array_equal(a, b))
+    except (TypeError, ValueError):
+        return list(a) == list(b)
+
+
+def share_bars(height: int = 300) -> GroupedBars:
+    """Per leaf queue: deserved, fair share, allocated, requested (KAI's Grafana shows only two of these)."""
+    return GroupedBars({MEASURE_LABELS[m]: c for m, c in MEASURE_COLOURS.items()}, "GPUs", height)
+
+
+def update_share_bars(chart: GroupedBars, queues: pd.DataFrame, unit: str = "GPUs", scale: float = 1.0,
+                      leaves_only: bool = True) -> None:
     df = queues[queues["leaf"]] if leaves_only and len(queues) else queues
     cats = list(df["queue"]) if len(df) else []
-    series = {MEASURE_LABELS[m]: list(df[m]) if len(df) else [] for m in MEASURES}
-    colours = {MEASURE_LABELS[m]: c for m, c in MEASURE_COLOURS.items()}
-    return grouped_bars(cats, series, colours, unit, height)
+    values = {MEASURE_LABELS[m]: list(df[m] / scale) if len(df) else [] for m in MEASURES}
+    chart.update(cats, values, unit)
 
 
-def lines(df: pd.DataFrame, x: str, ys: dict[str, str], ylabel: str, height: int = 240,
-          colours: dict[str, str] | None = None) -> hv.Overlay:
-    """Several columns of ``df`` over ``x`` as labelled curves."""
-    curves = []
-    for i, (col, label) in enumerate(ys.items()):
-        colour = (colours or {}).get(col, QUEUE_PALETTE[i % len(QUEUE_PALETTE)])
-        data = df[[x, col]] if len(df) else pd.DataFrame({x: [pd.Timestamp(0)], col: [0.0]})
-        curves.append(hv.Curve(data, x, (col, ylabel), label=label).opts(color=colour, line_width=2))
-        if len(data) <= 30:          # few points (a static source, a young loop): show them
-            curves.append(hv.Scatter(data, x, (col, ylabel)).opts(color=colour, size=5))
-    return hv.Overlay(curves).opts(responsive=True, height=height, legend_position="top_left", show_grid=True,
-                                   toolbar="above", ylabel=ylabel, xlabel="cluster time")
+class TimeSeries:
+    """Lines over cluster time, one per series; the series can change (a new queue) without a new figure."""
+
+    def __init__(self, ylabel: str, height: int = 240, duration: bool = False, empty: str = "No history yet",
+                 legend: str = "right"):
+        self.fig = figure(x_axis_type="datetime", height=height, sizing_mode="stretch_width", tools=TOOLS,
+                          toolbar_location="right", min_border_left=50)
+        self.fig.xaxis.formatter = DatetimeTickFormatter(minutes="%H:%M", hours="%H:%M", days="%b %d %H:%M")
+        self.fig.xaxis.axis_label = "cluster time"
+        self.fig.yaxis.axis_label = ylabel
+        if duration:
+            self.fig.yaxis.formatter = HOURS_MINUTES
+            # ticks on whole minutes and hours (1, 2, 5, 10, 15, 30 min, 1, 2, 5, 10 h ...), not 1h40 / 2h13
+            self.fig.yaxis.ticker = AdaptiveTicker(base=60, mantissas=[1, 2, 5, 10, 15, 30], min_interval=60)
+        self.fig.y_range.start = 0
+        self.legend = Legend(items=[], location="top_left", label_text_color=TEXT_ON_DARK, background_fill_alpha=0,
+                             border_line_alpha=0, label_text_font_size="12px",
+                             orientation="horizontal" if legend in ("above", "below") else "vertical")
+        self.fig.add_layout(self.legend, legend)
+        self.fig.legend.click_policy = "hide"
+        _style(self.fig)
+        self.empty = _empty_label(self.fig, empty)
+        self.sources: dict[str, ColumnDataSource] = {}
+        self.duration = duration
+        formatters = {"@at": "datetime"}
+        if duration:
+            formatters["@y"] = CustomJSHover(code=DURATION_HOVER)
+        self.hover = HoverTool(renderers=[], tooltips=[("", "$name"), ("value", "@y{custom}" if duration
+                                                                       else "@y{0,0.[00]}"), ("at", "@at{%H:%M:%S}")],
+                               formatters=formatters)
+        self.fig.add_tools(self.hover)
+
+    def _line(self, key: str, label: Optional[str], colour: str, dash: str, width: float) -> ColumnDataSource:
+        src = ColumnDataSource({"at": [], "y": []})
+        r = self.fig.line("at", "y", source=src, color=colour, line_width=width, line_dash=dash,
+                          name=label or key.replace(":fair", " fair share"))
+        self.hover.renderers = [*self.hover.renderers, r]
+        if label:
+            self.legend.items = [*self.legend.items, LegendItem(label=label, renderers=[r])]
+        self.sources[key] = src
+        return src
+
+    def update(self, x: pd.Series, lines: dict[str, tuple[Optional[str], str, str, float, pd.Series]]) -> None:
+        """``lines``: ``{key: (legend label or None, colour, dash, width, y values)}``, all over ``x``."""
+        xs = pd.to_datetime(x).to_numpy() if len(x) else np.array([], dtype="datetime64[ns]")
+        for key, (label, colour, dash, width, ys) in lines.items():
+            src = self.sources.get(key) or self._line(key, label, colour, dash, width)
+            assign_columns(src, {"at": xs, "y": np.asarray(ys, dtype=float)})
+        for key in set(self.sources) - set(lines):   # a series that went away: empty, not deleted
+            assign_columns(self.sources[key], {"at": np.array([], dtype="datetime64[ns]"), "y": np.array([])})
+        self.empty.visible = len(xs) == 0
+
+
+def queue_colour_cycle(i: int) -> str:
+    return QUEUE_PALETTE[i % len(QUEUE_PALETTE)]
+
+
+__all__ = ["GroupedBars", "TimeSeries", "assign_columns", "share_bars", "update_share_bars", "MEASURES",
+           "MEASURE_COLOURS",
+           "HOURS_MINUTES"]

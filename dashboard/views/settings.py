@@ -15,52 +15,77 @@ from .base import View
 
 
 class SettingsView(View):
-    """Source, kube context, snapshot file, Prometheus URL, period; Apply restarts the loop on them."""
+    """Source, kube context, snapshot file, Prometheus URL, period. Apply runs them in this session only (a
+    private loop); with the source-admin role, "Apply for everyone" restarts the shared loop and tells every
+    session."""
 
     model_class = ViewModel
     title = "Settings"
 
-    def __init__(self, state=None, selection=None, model=None, loop=None, **params):
-        self.loop = loop
-        base = loop.options if loop is not None else SourceOptions()
+    def __init__(self, state=None, selection=None, model=None, source=None, **params):
+        self.source = source
+        base = source.options if source is not None else SourceOptions()
         self.options = SourceOptions(**{k: v for k, v in base.param.values().items() if k != "name"})
         super().__init__(state, selection, model, **params)
 
     def _build(self):
         o = self.options
+        shared_ok = self.source is not None and self.source.may_change_shared
         form = pn.Param(o.param, parameters=["source", "context", "snapshot", "trace", "prometheus", "period_s",
                                              "seed", "nodes", "sim_step_s"],
-                        widgets={"source": pn.widgets.RadioButtonGroup,
+                        widgets={"source": {"type": pn.widgets.RadioButtonGroup, "button_type": "primary",
+                                            "button_style": "outline"},
                                  "period_s": {"type": pn.widgets.FloatInput, "step": 0.5},
                                  "sim_step_s": {"type": pn.widgets.FloatInput, "step": 5}},
                         show_name=False, width=460)
-        self.apply_btn = pn.widgets.Button(name="Apply: restart the live loop on these options", button_type="primary",
-                                           disabled=self.loop is None)
+        self.apply_btn = pn.widgets.Button(name="Apply in my session", button_type="primary",
+                                           disabled=self.source is None)
         self.apply_btn.on_click(lambda e: self.apply())
+        self.share_btn = pn.widgets.Button(name="Apply for everyone (shared source)", button_type="danger",
+                                           button_style="outline", visible=shared_ok)
+        self.share_btn.on_click(lambda e: self.apply(shared=True))
+        self.back_btn = pn.widgets.Button(name="Back to the shared live view", button_type="primary",
+                                          button_style="outline", disabled=self.source is None)
+        self.back_btn.on_click(lambda e: self.source.back_to_shared())
+        who = ("You hold the <b>source-admin</b> role: <i>Apply for everyone</i> restarts the shared loop for every "
+               "session, and each of them is told." if shared_ok else
+               "Changing the shared source for everyone needs the <b>source-admin</b> role of the access map.")
         self.message = pn.pane.HTML("", sizing_mode="stretch_width")
         self.cli = pn.pane.HTML("", sizing_mode="stretch_width")
         o.param.watch(lambda *_: self._update(), list(o.param))
-        return pn.Row(pn.Card(pn.Column(form, self.apply_btn, self.message), title="Source", collapsible=False),
+        intro = pn.pane.HTML(f'<div class="kd-muted">Apply runs these options in <b>your session only</b>: '
+                             f'everyone else keeps the shared live view. {who}</div>', sizing_mode="stretch_width")
+        return pn.Row(pn.Card(pn.Column(intro, form, pn.Row(self.apply_btn, self.back_btn), self.share_btn,
+                                        self.message), title="Source", collapsible=False, width=520),
                       pn.Card(self.cli, title="Same thing from the command line", sizing_mode="stretch_width",
                               collapsible=False),
                       sizing_mode="stretch_width")
 
-    def apply(self) -> None:
-        if self.loop is None:
+    def apply(self, shared: bool = False) -> None:
+        """Run the form's options in this session (``shared``: restart the shared loop, source-admin only)."""
+        if self.source is None:
             return
         opts = SourceOptions(**{k: v for k, v in self.options.param.values().items() if k != "name"})
-        try:   # a snapshot file is read (within the data directories) before the loop switches: a refused or
+        try:   # a snapshot file is read (within the data directories) before anything switches: a refused or
             feed = make_feed(opts) if opts.source == "snapshot" else None   # broken file leaves it serving
         except KaidashError as exc:
             self.message.object = (f'<div class="kd-banner" data-apply="refused">Not applied: '
                                    f'{html.escape(str(exc))}</div>')
             return
-        self.loop.switch(opts, feed=feed)
-        tick = self.loop.step()
-        self.message.object = ('<div class="kd-explain">Applied: ' + html.escape(opts.label()) + "</div>"
-                               if tick is not None else
-                               f'<div class="kd-banner">Applied, but the source failed: '
-                               f'{html.escape(self.state.error)}</div>')
+        try:
+            if shared:
+                self.source.share_options(opts, feed=feed)
+            else:
+                self.source.use_options(opts, feed=feed)
+        except PermissionError as exc:
+            self.message.object = f'<div class="kd-banner">{html.escape(str(exc))}</div>'
+            return
+        state = self.source.state
+        where = "for everyone" if shared else "in your session"
+        self.message.object = (f'<div class="kd-explain" data-apply="ok">Applied {where}: {html.escape(opts.label())}'
+                               '</div>' if state.tick is not None else
+                               f'<div class="kd-banner" data-apply="error">Applied {where}, but the source failed: '
+                               f'{html.escape(state.error)}</div>')
 
     def command_line(self) -> str:
         o = self.options

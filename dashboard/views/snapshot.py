@@ -19,6 +19,7 @@ from .. import models as M
 from ..auth import may_import
 from ..models import ViewModel
 from .base import View
+from .common import download_button
 
 TABLES: dict[str, Callable] = {"queues": lambda t: M.queue_table(t, "gpu"), "jobs": M.jobs_table,
                                "pending": M.pending_table, "gpus": M.gpu_table, "gpu_slices": M.slices_table,
@@ -38,43 +39,55 @@ def load_uploaded(filename: str, data: bytes):
 
 
 class SnapshotView(View):
-    """Import a snapshot (the live loop switches to it) and export what is on screen."""
+    """Import a snapshot into this session (or, with the source-admin role, for everyone) and export what is
+    on screen."""
 
     model_class = ViewModel
     title = "Snapshot"
 
-    def __init__(self, state=None, selection=None, model=None, loop=None, **params):
-        self.loop = loop
+    def __init__(self, state=None, selection=None, model=None, source=None, **params):
+        self.source = source
         super().__init__(state, selection, model, **params)
 
     def _build(self):
+        shared_ok = self.source is not None and self.source.may_change_shared
         self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False, name="snapshot-file",
                                            disabled=not may_import(self.state))
-        self.load_btn = pn.widgets.Button(name="Load and switch the dashboard to it", button_type="primary")
+        self.load_btn = pn.widgets.Button(name="Load into my session", button_type="primary")
         self.load_btn.on_click(lambda e: self.import_file())
-        self.back_btn = pn.widgets.Button(name="Back to the configured source", button_type="default",
+        self.share_btn = pn.widgets.Button(name="Load for everyone (shared source)", button_type="danger",
+                                           button_style="outline", visible=shared_ok)
+        self.share_btn.on_click(lambda e: self.import_file(shared=True))
+        self.back_btn = pn.widgets.Button(name="Back to the shared live view", button_type="primary",
                                           button_style="outline")
         self.back_btn.on_click(lambda e: self._back())
+        self.share_back_btn = pn.widgets.Button(name="Shared source back to its configured options",
+                                                button_type="danger", button_style="outline", visible=shared_ok)
+        self.share_back_btn.on_click(lambda e: self._back(shared=True))
         self.message = pn.pane.HTML("", sizing_mode="stretch_width")
         self.current = pn.pane.HTML("", sizing_mode="stretch_width")
-        downloads = [pn.widgets.FileDownload(callback=lambda f=f: self._snapshot_text(f),
-                                             filename=f"kaidash-snapshot.{f}", label=f"Snapshot ({f.upper()})",
-                                             button_type="success", button_style="outline", width=200)
-                     for f in ("yaml", "json")]
+        downloads = [download_button(lambda f=f: self._snapshot_text(f), f"kaidash-snapshot.{f}",
+                                     f"Snapshot ({f.upper()})", width=200) for f in ("yaml", "json")]
         table_rows = []
         for name in TABLES:
             table_rows.append(pn.Row(
                 pn.pane.HTML(f"<b>{name}</b>", width=110),
-                pn.widgets.FileDownload(callback=lambda n=name: self._table_bytes(n, "csv"), filename=f"{name}.csv",
-                                        label="CSV", button_style="outline", width=90),
-                pn.widgets.FileDownload(callback=lambda n=name: self._table_bytes(n, "parquet"),
-                                        filename=f"{name}.parquet", label="Parquet", button_style="outline",
-                                        width=110)))
+                download_button(lambda n=name: self._table_bytes(n, "csv"), f"{name}.csv", f"{name} as CSV",
+                                width=180),
+                download_button(lambda n=name: self._table_bytes(n, "parquet"), f"{name}.parquet",
+                                f"{name} as Parquet", width=200)))
+        who = ("You hold the <b>source-admin</b> role: <i>Load for everyone</i> switches the shared source for "
+               "every session, and each of them is told." if shared_ok else
+               "Switching the shared source for everyone needs the <b>source-admin</b> role of the access map.")
         return pn.Column(
-            pn.Card(pn.Column(pn.pane.HTML('<div class="kd-muted">Our snapshot format (YAML/JSON, docs/snapshot-format.md)'
-                                           ' or the zip KAI\'s scheduler serves at <code>/get-snapshot</code>. The '
-                                           'dashboard then shows that snapshot (static) until you go back.</div>'),
-                              self.upload, pn.Row(self.load_btn, self.back_btn), self.message),
+            pn.Card(pn.Column(pn.pane.HTML('<div class="kd-muted">Our snapshot format (YAML/JSON, '
+                                           'docs/snapshot-format.md) or the zip KAI\'s scheduler serves at '
+                                           '<code>/get-snapshot</code>. It '
+                                           'opens in <b>your session only</b> (static) until you go back; everyone '
+                                           f'else keeps the live view. {who}</div>'),
+                              pn.pane.HTML("<b>Snapshot file</b> (.yaml, .yml, .json or a KAI .zip)"),
+                              self.upload, pn.Row(self.load_btn, self.back_btn),
+                              pn.Row(self.share_btn, self.share_back_btn), self.message),
                     title="Import", sizing_mode="stretch_width", collapsible=False),
             pn.Card(pn.Column(self.current, pn.Row(*downloads), pn.pane.HTML("<b>Tables</b> (as the views show them)"),
                               *table_rows),
@@ -83,12 +96,12 @@ class SnapshotView(View):
 
     # ---------------------------------------------------------------------------------------- import
 
-    def import_file(self, filename: Optional[str] = None, data: Optional[bytes] = None) -> bool:
-        """Load the uploaded (or given) file and switch the live loop to it; errors name the field."""
+    def import_file(self, filename: Optional[str] = None, data: Optional[bytes] = None, shared: bool = False) -> bool:
+        """Load the uploaded (or given) file into this session (``shared``: for everyone); errors name the field."""
         filename = filename or self.upload.filename
         if not may_import(self.state):   # refused before a byte is parsed (a restricted user's session)
-            self.message.object = ('<div class="kd-banner" data-import="refused">Importing a snapshot replaces '
-                                   'what everyone sees; your access covers some queues only.</div>')
+            self.message.object = ('<div class="kd-banner" data-import="refused">Importing a snapshot is not '
+                                   'available to you: your access covers some queues only.</div>')
             return False
         data = data if data is not None else self.upload.value
         if not data:
@@ -97,32 +110,41 @@ class SnapshotView(View):
         try:
             snap = load_uploaded(filename, data)
         except (KaidashError, ValueError, OSError) as exc:
-            self.message.object = (f'<div class="kd-banner" data-import="error">Could not import {html.escape(filename or "")}:'
-                                   f'<pre style="white-space:pre-wrap;margin:4px 0 0">{html.escape(str(exc))}</pre></div>')
+            self.message.object = (f'<div class="kd-banner" data-import="error">Could not import '
+                                   f'{html.escape(filename or "")}:<pre style="white-space:pre-wrap;margin:4px 0 0">'
+                                   f'{html.escape(str(exc))}</pre></div>')
             return False
         label = f"imported {filename}"
-        if self.loop is not None:
-            self.loop.use_snapshot(snap, label)
-            self.loop.step()
-        else:
+        if self.source is None:
             from ..loop import publish_snapshot
 
             publish_snapshot(self.state, snap, label)
-        self.model.sync()
-        jobs = len(snap.jobs)
+            self.model.sync()
+            self._update()
+        elif shared:
+            try:
+                self.source.share_snapshot(snap, label)
+            except PermissionError as exc:
+                self.message.object = f'<div class="kd-banner">{html.escape(str(exc))}</div>'
+                return False
+        else:
+            self.source.use_snapshot(snap, label)     # the dashboard rebuilds every view on it
         self.message.object = (f'<div class="kd-explain" data-import="ok">Imported <b>{html.escape(filename)}</b>: '
-                               f'{len(snap.nodes)} nodes, {len(snap.queues)} queues, {jobs} jobs. Every view now '
-                               f'shows it.</div>')
-        self._update()
+                               f'{len(snap.nodes)} nodes, {len(snap.queues)} queues, {len(snap.jobs)} jobs. '
+                               + ("Every session now shows it." if shared else "Every view of your session shows it.")
+                               + '</div>')
         return True
 
-    def _back(self) -> None:
-        if self.loop is not None:
-            self.loop.switch(self.loop.options)
-            self.loop.step()
-            self.model.sync()
-            self.message.object = '<div class="kd-explain">Back to the configured source.</div>'
-            self._update()
+    def _back(self, shared: bool = False) -> None:
+        if self.source is None:
+            return
+        if shared:
+            try:
+                self.source.share_configured()
+            except PermissionError as exc:
+                self.message.object = f'<div class="kd-banner">{html.escape(str(exc))}</div>'
+        else:
+            self.source.back_to_shared()
 
     # ---------------------------------------------------------------------------------------- export
 

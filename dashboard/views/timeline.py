@@ -3,44 +3,50 @@ time, from the live loop's bounded history (full detail recently, one point a mi
 
 from __future__ import annotations
 
-import holoviews as hv
-import pandas as pd
 import panel as pn
 
 from ..models import TimelineModel
 from .base import View
 from .common import queue_colours
-from .plots import lines
+from .cost_history import CostHistoryPanel
+from .plots import TimeSeries
 
 WINDOWS = {"all history": 0.0, "last 10 min": 600.0, "last hour": 3600.0, "last 6 h": 6 * 3600.0,
            "last 24 h": 86400.0}
+TOTALS = {"gpus_total": ("total", "#9ca3af", "dashed"), "gpus_allocated": ("allocated", "#e69f00", "solid"),
+          "gpus_used": ("used (DCGM)", "#56b4e9", "solid"),
+          "gpus_idle_allocated": ("idle but allocated", "#f87171", "solid")}
 
 
 class TimelineView(View):
-    """Four charts over cluster time; the window applies to all of them."""
+    """Four charts over cluster time; the window applies to all of them. Charts are built once and their
+    data replaced on each tick."""
 
     model_class = TimelineModel
     title = "Timeline"
 
     def _build(self):
-        m = self.model
         self.window = pn.widgets.RadioButtonGroup(options=list(WINDOWS), value="all history", button_type="primary",
-                                                  button_style="outline")
+                                                  button_style="outline", name="Time window")
         self.window.param.watch(lambda e: self._set_window(WINDOWS[e.new]), "value")
-        self.alloc = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=280)
-        self.cluster = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=240)
-        self.pending = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=220)
-        self.wait = pn.pane.HoloViews(None, sizing_mode="stretch_width", min_height=220)
+        self.alloc = TimeSeries("GPUs", height=280)
+        self.cluster = TimeSeries("GPUs", height=240, legend="below")
+        self.pending = TimeSeries("jobs", height=220, legend="below")
+        self.wait = TimeSeries("wait (h:m)", height=220, duration=True)
         self.note = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.cost = CostHistoryPanel()
+        pane = lambda chart: pn.pane.Bokeh(chart.fig, sizing_mode="stretch_width")  # noqa: E731
         return pn.Column(
             pn.Row(self.window, self.note, sizing_mode="stretch_width"),
-            pn.Card(self.alloc, title="GPUs allocated per leaf queue (solid) and fair share (dashed)",
+            pn.Card(pane(self.alloc), title="GPUs allocated per leaf queue (solid) and its fair share (dashed)",
                     sizing_mode="stretch_width", collapsible=False),
-            pn.Row(pn.Card(self.cluster, title="Cluster GPUs", sizing_mode="stretch_width", collapsible=False),
-                   pn.Card(self.pending, title="Pending jobs", sizing_mode="stretch_width", collapsible=False),
+            pn.Row(pn.Card(pane(self.cluster), title="Cluster GPUs", sizing_mode="stretch_width", collapsible=False),
+                   pn.Card(pane(self.pending), title="Pending and running jobs", sizing_mode="stretch_width",
+                           collapsible=False),
                    sizing_mode="stretch_width"),
-            pn.Card(self.wait, title="Wait time of pending jobs (s)", sizing_mode="stretch_width",
+            pn.Card(pane(self.wait), title="Wait of pending jobs: mean and longest", sizing_mode="stretch_width",
                     collapsible=False),
+            self.cost,
             sizing_mode="stretch_width")
 
     def _set_window(self, seconds: float) -> None:
@@ -51,30 +57,25 @@ class TimelineView(View):
         m = self.model
         totals = m.totals()
         per_q = m.per_queue()
-        self.note.object = (f'<div class="kd-muted" style="padding-top:8px">{len(totals)} point(s) · '
-                            f'history keeps {m.state.history.fine.maxlen} ticks in full and '
-                            f'{m.state.history.coarse.maxlen} one-per-{m.state.history.coarse_every}-ticks '
-                            f'points (bounded memory)</div>')
-        colours = queue_colours(per_q["queue"].unique()) if len(per_q) else {}
-        curves = []
-        for q, df in per_q.groupby("queue", sort=True):
-            c = colours.get(q, "#888")
-            curves.append(hv.Curve(df, "at", ("allocated", "GPUs"), label=q).opts(color=c, line_width=2))
-            curves.append(hv.Curve(df, "at", ("fair_share", "GPUs")).opts(color=c, line_dash="dashed",
-                                                                          line_width=1.5, alpha=0.8))
-            if len(df) <= 30:
-                curves.append(hv.Scatter(df, "at", ("allocated", "GPUs")).opts(color=c, size=5))
-        if not curves:
-            curves = [hv.Curve(pd.DataFrame({"at": [pd.Timestamp(0)], "allocated": [0.0]}), "at",
-                               ("allocated", "GPUs"))]
-        self.alloc.object = hv.Overlay(curves).opts(responsive=True, height=280, legend_position="right",
-                                                    show_grid=True, xlabel="cluster time")
-        self.cluster.object = lines(totals, "at", {"gpus_total": "total", "gpus_allocated": "allocated",
-                                                     "gpus_used": "used (DCGM)",
-                                                     "gpus_idle_allocated": "idle-allocated"}, "GPUs",
-                                    colours={"gpus_total": "#8c8c8c", "gpus_allocated": "#f28e2b",
-                                             "gpus_used": "#59a14f", "gpus_idle_allocated": "#e15759"})
-        self.pending.object = lines(totals, "at", {"pending_jobs": "pending", "running_jobs": "running"}, "jobs",
-                                    colours={"pending_jobs": "#edc948", "running_jobs": "#4e79a7"})
-        self.wait.object = lines(totals, "at", {"wait_mean_s": "mean wait", "wait_max_s": "longest wait"},
-                                 "seconds", colours={"wait_mean_s": "#76b7b2", "wait_max_s": "#e15759"})
+        h = m.state.history
+        fine, coarse = getattr(h, "fine", None), getattr(h, "coarse", None)
+        keeps = (f"history keeps {fine.maxlen} ticks in full and {coarse.maxlen} one-per-{h.coarse_every}-ticks "
+                 f"points (bounded memory)" if fine is not None and coarse is not None else "")
+        self.note.object = f'<div class="kd-muted" style="padding-top:8px">{len(totals)} point(s) · {keeps}</div>'
+        queues = sorted(per_q["queue"].unique()) if len(per_q) else []
+        colours = queue_colours(queues)
+        lines = {}
+        x = totals["at"]
+        for q in queues:
+            df = (per_q[per_q["queue"] == q].drop_duplicates("time", keep="last").set_index("time")
+                  .reindex(totals["time"]))
+            c = colours.get(q, "#9ca3af")
+            lines[q] = (q, c, "solid", 2.0, df["allocated"])
+            lines[q + ":fair"] = (None, c, "dashed", 1.5, df["fair_share"])
+        self.alloc.update(x, lines)
+        self.cluster.update(x, {k: (label, c, dash, 2.0, totals[k]) for k, (label, c, dash) in TOTALS.items()})
+        self.pending.update(x, {"pending_jobs": ("pending", "#f0e442", "solid", 2.0, totals["pending_jobs"]),
+                                "running_jobs": ("running", "#56b4e9", "solid", 2.0, totals["running_jobs"])})
+        self.cost.update(m.tick.insight if m.tick is not None else None)
+        self.wait.update(x, {"wait_mean_s": ("mean wait", "#8dd3c7", "solid", 2.0, totals["wait_mean_s"]),
+                             "wait_max_s": ("longest wait", "#f87171", "solid", 2.0, totals["wait_max_s"])})

@@ -1,5 +1,11 @@
 """What-if: sliders and selectors over a pinned snapshot (live or a saved file); the engine re-runs to steady
-state as they move (throttled: on release) and the diff shows before and after side by side."""
+state as they move (throttled: on release) and the diff shows before | after | Δ side by side.
+
+Honest by construction: GPU sliders run from 0 to the cluster's GPUs (an "unlimited" box instead of a -1 step),
+an error clears the last result instead of leaving it under a banner, a placement strategy says that only
+pending jobs move (or re-places running work when asked), and a change that starts nothing says why.
+The what-if is this session's own: nothing here changes what other sessions see.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +15,70 @@ import io
 import pandas as pd
 import panel as pn
 
+from .. import display
 from ..models import WhatIfModel
 from .base import View
-from .common import fmt, number_formatters, table
-from .plots import grouped_bars
+from .common import download_button, keyed, number_formatters, table, update_table
+from .plots import GroupedBars
 
-SUMMARY_LABELS = {"gpu_total": "GPUs", "gpu_allocated": "GPUs allocated", "gpu_utilisation": "GPU utilisation",
-                  "cycles_run": "cycles to steady state", "jobs_started": "jobs started", "jobs_pending": "jobs pending",
-                  "tasks_evicted": "tasks evicted", "idle_gpus": "idle GPUs", "free_on_shared_gpus": "free on shared GPUs",
-                  "shared_free_fraction": "free fraction of shared GPUs", "nodes_unable_to_host":
-                  "nodes unable to host the common shape", "largest_free_block": "largest free block (GPUs)"}
+SUMMARY_ROWS = {
+    "gpu_total": ("GPUs", "gpus"), "gpu_allocated": ("GPUs allocated", "gpus"),
+    "gpu_utilisation": ("GPU allocation (allocated / GPUs)", "ratio"), "cycles_run": ("cycles to steady state", "int"),
+    "jobs_started": ("jobs started", "int"), "jobs_pending": ("jobs still pending", "int"),
+    "tasks_evicted": ("tasks evicted", "int"), "idle_gpus": ("idle GPUs (nothing allocated)", "int"),
+    "free_on_shared_gpus": ("free GPU on shared GPUs", "gpus"),
+    "shared_free_fraction": ("share of free GPU stranded on shared GPUs", "ratio"),
+    "nodes_unable_to_host": ("nodes unable to host the common pending shape", "int"),
+    "largest_free_block": ("largest free block (whole GPUs on one node)", "int")}
+"""Cluster metrics of the summary table: label and how to format the values."""
+GROUPS = {"Fair share (GPUs)": ["fair_share_before", "fair_share_after", "fair_share_delta"],
+          "Jobs started": ["started_before", "started_after", "started_delta"],
+          "Tasks evicted": ["evicted_before", "evicted_after", "evicted_delta"],
+          "Jobs still pending": ["pending_before", "pending_after", "pending_delta"]}
+QUEUE_TITLES = {c: {"before": "before", "after": "after", "delta": "Δ"}[c.rsplit("_", 1)[1]]
+                for cols in GROUPS.values() for c in cols}
+PLACEMENT_NOTE = ("<b>Only pending jobs move.</b> KAI never moves a running pod to improve placement, so a new "
+                  "strategy changes nothing until jobs start. Tick <i>re-place running work</i> to compare the "
+                  "whole cluster placed from scratch both ways. <i>fragaware</i>: kaidash's fragmentation-aware "
+                  "policy (not KAI): FGD's node choice, fractions paired by the GPU they would strand "
+                  "(docs/placement-quality.md).")
 
 
-def fair_share_bars(df: pd.DataFrame):
-    """Fair share per queue, before (grey) and after (blue)."""
-    return grouped_bars(list(df["queue"]), {"before": list(df["fair_share_before"]),
-                                            "after": list(df["fair_share_after"])},
-                        {"before": "#8c8c8c", "after": "#4e79a7"}, "GPU fair share", height=260)
+def _fmt(value, kind: str) -> str:
+    if value is None:
+        return "–"
+    if kind == "ratio":
+        return display.percent(value, 1.0)
+    if kind == "int":
+        return display.number(value, 0)
+    return display.gpus(value)
+
+
+def _delta(b, a, kind: str) -> str:
+    try:
+        d = float(a) - float(b)
+    except (TypeError, ValueError):
+        return ""
+    if abs(d) < 1e-9:
+        return "0"
+    sign = "+" if d > 0 else "−"
+    if kind == "ratio":
+        return f"{sign}{abs(d) * 100:.1f} pp"
+    return sign + (display.number(abs(d), 0) if kind == "int" else display.gpus(abs(d)))
+
+
+def summary_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    """The model's raw summary as text: a label with the unit, before, after, Δ."""
+    rows = []
+    for r in summary.itertuples():
+        label, kind = SUMMARY_ROWS.get(r.metric, (r.metric.replace("_", " "), "gpus"))
+        rows.append({"metric": label, "before": _fmt(r.before, kind), "after": _fmt(r.after, kind),
+                     "delta": _delta(r.before, r.after, kind)})
+    return keyed(pd.DataFrame(rows, columns=["metric", "before", "after", "delta"]), "metric")
 
 
 class WhatIfView(View):
-    """Controls on the left; before/after diff on the right."""
+    """Controls on the left; before | after | Δ on the right."""
 
     model_class = WhatIfModel
     title = "What-if"
@@ -37,13 +86,16 @@ class WhatIfView(View):
     def _build(self):
         m = self.model
         self.base_info = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.pin_btn = pn.widgets.Button(name="Pin latest live state", button_type="primary", button_style="outline")
+        self.pin_btn = pn.widgets.Button(name="Pin latest live state", button_type="primary", width=170)
         self.pin_btn.on_click(lambda e: self._pin())
         self.reset_btn = pn.widgets.Button(name="Reset edits", button_type="warning", button_style="outline")
         self.reset_btn.on_click(lambda e: self._reset())
         self.queue = pn.widgets.Select.from_param(m.param.queue, name="Queue")
-        self.quota = self._slider("quota", "GPU quota (deserved)", 0, 64, 0.5)
-        self.limit = self._slider("limit", "GPU limit (-1 = unlimited)", -1, 128, 0.5)
+        total = max(1.0, m.cluster_gpus())
+        self.quota = self._slider("quota", "GPU quota (deserved)", 0, total, 0.5)
+        self.limit = self._slider("limit", "GPU limit", 0, total, 0.5)
+        self.no_limit = pn.widgets.Checkbox(name="no GPU limit (unlimited)", value=m.limit == -1)
+        self.no_limit.param.watch(lambda e: self._set_unlimited(e.new), "value")
         self.weight = self._slider("over_quota_weight", "Over-quota weight", 0, 10, 0.5)
         self.priority = pn.widgets.IntInput(name="Queue priority", value=m.priority, step=10, width=140)
         self.priority.param.watch(lambda e: self._set("priority", int(e.new)), "value")
@@ -51,50 +103,58 @@ class WhatIfView(View):
         self.nodes = pn.widgets.IntSlider(name="Nodes added (+) / removed (-)", start=-16, end=16, value=0,
                                           sizing_mode="stretch_width")
         self.nodes.param.watch(lambda e: self._set("node_delta", int(e.new)), "value_throttled")
-        self.placement = pn.widgets.RadioButtonGroup.from_param(m.param.placement_gpu, button_type="primary",
-                                                                button_style="outline")
+        self.placement = pn.widgets.Select.from_param(m.param.placement_gpu, name="GPU placement strategy")
         self.order = pn.widgets.RadioButtonGroup.from_param(m.param.gpu_device_order, button_type="primary",
-                                                            button_style="outline")
+                                                            button_style="outline", name="GPU device order")
+        self.replace = pn.widgets.Checkbox.from_param(
+            m.param.replace_running, name="re-place running work (compare clusters placed from scratch)")
         self.k_value = pn.widgets.FloatSlider(name="k-value (time-based fair share)", start=0, end=10, step=0.1,
                                               value=1.0, sizing_mode="stretch_width")
         self.k_value.param.watch(lambda e: self._set("k_value", float(e.new)), "value_throttled")
         self.demand = pn.widgets.FloatSlider(name="Pending demand ×", start=0, end=4, step=0.25, value=1.0,
                                              sizing_mode="stretch_width")
         self.demand.param.watch(lambda e: self._set("demand_scale", float(e.new)), "value_throttled")
-        m.param.watch(lambda e: self._rerun(), ["placement_gpu", "gpu_device_order"])
+        m.param.watch(lambda e: self._rerun(), ["placement_gpu", "gpu_device_order", "replace_running"])
         m.param.watch(lambda e: self._load_sliders(), ["queue", "pool"])
-        self.download = pn.widgets.FileDownload(callback=self._modified_yaml, filename="whatif-snapshot.yaml",
-                                                label="Save what-if as snapshot (YAML)", button_type="success",
-                                                button_style="outline", sizing_mode="stretch_width")
+        self.download = download_button(self._modified_yaml, "whatif-snapshot.yaml",
+                                        "Save what-if as snapshot (YAML)", sizing_mode="stretch_width")
+        self.range_note = pn.pane.HTML("", sizing_mode="stretch_width")
         controls = pn.Column(
             self.base_info, pn.Row(self.pin_btn, self.reset_btn),
-            pn.pane.HTML("<b>Queue</b>"), self.queue, self.quota, self.limit, self.weight, self.priority,
+            pn.pane.HTML("<b>Queue</b>"), self.queue, self.quota, self.limit, self.no_limit, self.weight,
+            self.priority, self.range_note,
             pn.pane.HTML("<b>Nodes</b>"), self.pool, self.nodes,
-            pn.pane.HTML("<b>Placement</b> (GPU strategy, GPU device order)"), self.placement,
-            pn.pane.HTML("<small><i>fragaware</i>: what if KAI placed fragmentation-aware? kaidash's policy "
-                         "(not KAI): FGD's node choice, fractions paired by the GPU they would strand "
-                         "(docs/placement-quality.md)</small>", styles={"color": "#b0b0b0"}), self.order,
+            pn.pane.HTML("<b>Placement</b> (GPU strategy, GPU device order)"), self.placement, self.order,
+            self.replace, pn.pane.HTML(f'<div class="kd-muted" style="font-size:12px">{PLACEMENT_NOTE}</div>'),
             pn.pane.HTML("<b>Fair share and demand</b>"), self.k_value, self.demand,
-            self.download, width=360)
+            self.download, width=330)
         self.changes = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.summary = table(pd.DataFrame(columns=["metric", "before", "after"]), height=None, layout="fit_columns",
-                             formatters=number_formatters(["before", "after"], 3), name="whatif-summary")
-        self.queues = table(pd.DataFrame(), height=None, name="whatif-queues", layout="fit_columns",
-                            formatters=number_formatters(["fair_share_before", "fair_share_after", "fair_share_delta"]),
-                            titles={"fair_share_before": "fair share before", "fair_share_after": "fair share after",
-                                    "fair_share_delta": "Δ fair share", "started_before": "started before",
-                                    "started_after": "started after", "evicted_before": "evicted before",
-                                    "evicted_after": "evicted after", "pending_before": "pending before",
-                                    "pending_after": "pending after"})
-        self.bars = pn.pane.Bokeh(None, sizing_mode="stretch_width", min_height=260)
-        self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after"]), height=220)
-        result = pn.Column(self.changes,
-                           pn.Row(pn.Card(self.summary, title="Cluster: before → after", width=480,
-                                          collapsible=False),
-                                  pn.Card(self.bars, title="GPU fair share per queue", sizing_mode="stretch_width",
-                                          collapsible=False), sizing_mode="stretch_width"),
-                           pn.Card(self.queues, title="Per queue: fair share and jobs started / evicted / pending",
-                                   sizing_mode="stretch_width", collapsible=False),
+        self.outcome = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.summary = table(pd.DataFrame(columns=["metric", "before", "after", "delta"]), height=None,
+                             titles={"delta": "Δ"}, name="whatif-summary", widths={"metric": 360},
+                             layout="fit_columns",
+                             text_align={"before": "right", "after": "right", "delta": "right"},
+                             empty="No result: see the message above")
+        self.queues = table(pd.DataFrame(columns=WhatIfModel.QUEUE_DIFF_COLUMNS), height=None, name="whatif-queues",
+                            titles=QUEUE_TITLES, groups=GROUPS, frozen_columns=["queue"], layout="fit_columns",
+                            widths={"queue": 96, **{c: 36 if c.endswith("delta") else 50
+                                                    for cols in GROUPS.values() for c in cols}},
+                            configuration={"columnDefaults": {"headerWordWrap": True, "minWidth": 42,
+                                                              "tooltip": True, "headerSort": False}},
+                            formatters=number_formatters(["fair_share_before", "fair_share_after",
+                                                          "fair_share_delta"]),
+                            empty="No result: see the message above")
+        self.bars = GroupedBars({"before": "#9ca3af", "after": "#56b4e9"}, "GPU fair share", height=260)
+        self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after"]), height=220, name="whatif-jobs",
+                          empty="No job changes outcome")
+        result = pn.Column(self.changes, self.outcome,
+                           pn.Card(self.summary, title="Cluster: before | after | Δ", sizing_mode="stretch_width",
+                                   collapsible=False),
+                           pn.Card(self.queues, title="Per queue: before | after | Δ", sizing_mode="stretch_width",
+                                   collapsible=False),
+                           pn.Card(pn.pane.Bokeh(self.bars.fig, sizing_mode="stretch_width"),
+                                   title="GPU fair share per queue: before and after", sizing_mode="stretch_width",
+                                   collapsible=False),
                            pn.Card(self.jobs, title="Jobs whose outcome changes", sizing_mode="stretch_width",
                                    collapsible=False),
                            sizing_mode="stretch_width")
@@ -102,8 +162,9 @@ class WhatIfView(View):
         return pn.Row(controls, result, sizing_mode="stretch_width")
 
     def _slider(self, name: str, label: str, start: float, end: float, step: float) -> pn.widgets.FloatSlider:
-        w = pn.widgets.FloatSlider(name=label, start=start, end=end, step=step, value=float(getattr(self.model, name)),
-                                   sizing_mode="stretch_width")
+        value = float(getattr(self.model, name))
+        w = pn.widgets.FloatSlider(name=label, start=start, end=max(end, value), step=step,
+                                   value=min(max(value, start), max(end, value)), sizing_mode="stretch_width")
         w.param.watch(lambda e: self._set(name, float(e.new)), "value_throttled")
         return w
 
@@ -113,6 +174,13 @@ class WhatIfView(View):
         if getattr(self.model, name) != value:
             setattr(self.model, name, value)
             self._rerun()
+
+    def _set_unlimited(self, unlimited: bool) -> None:
+        self.limit.visible = not unlimited
+        if unlimited:
+            self._set("limit", -1.0)
+        elif self.model.limit == -1:
+            self._set("limit", float(self.limit.value))
 
     def _pin(self) -> None:
         self.model.pin()
@@ -125,22 +193,31 @@ class WhatIfView(View):
         self._rerun()
 
     def _load_sliders(self) -> None:
+        """Slider ranges from the pinned cluster (0 … its GPUs), values from the selected queue and pool."""
         m = self.model
-        for w, name in ((self.quota, "quota"), (self.limit, "limit"), (self.weight, "over_quota_weight")):
+        total = max(1.0, m.cluster_gpus())
+        for w, name in ((self.quota, "quota"), (self.limit, "limit")):
             v = float(getattr(m, name))
-            if v > w.end:
-                w.end = max(v * 2, w.end)
-            w.value = v
+            w.end = max(total, v)
+            if v >= 0:
+                w.value = v
+        unlimited = m.limit == -1
+        self.no_limit.value = unlimited
+        self.limit.visible = not unlimited
+        self.weight.value = float(m.over_quota_weight)
         self.priority.value = int(m.priority)
-        self.nodes.value = int(m.node_delta)
         snap = m.pinned
         if snap is not None and m.pool is not None:
             in_pool = sum(1 for n in snap.nodes if n.pool == m.pool)
             self.nodes.start = -in_pool
             self.nodes.end = max(16, in_pool)
+        self.nodes.value = int(m.node_delta)
         kv = m.k_value if m.k_value is not None else (snap.config.k_value if snap is not None else 1.0)
         self.k_value.value = float(kv)
         self.demand.value = float(m.demand_scale)
+        self.range_note.object = (f'<div class="kd-muted" style="font-size:12px">GPU sliders run from 0 to the '
+                                  f'cluster\'s {display.gpus(total)} GPUs (a quota or limit above that changes '
+                                  f'nothing).</div>')
 
     def _rerun(self) -> None:
         self.model.run()
@@ -153,32 +230,40 @@ class WhatIfView(View):
 
     def _update(self):
         # The what-if works on its pinned base: new live ticks do not move it (press "Pin latest live state").
-        if self.model.diff is None:
+        if self.model.diff is None and not self.model.error:
             self._rerun()
 
     def refresh(self, force: bool = False) -> bool:
         self.model.sync()
-        if force or self.model.diff is None:
+        if force or (self.model.diff is None and not self.model.error):
             self._update()
         return False
 
     def _render(self) -> None:
         m = self.model
-        self.base_info.object = f'<div class="kd-muted">Base: {html.escape(m.base_label)}</div>'
-        if m.error:
-            self.changes.object = f'<div class="kd-banner">{html.escape(m.error)}</div>'
+        self.base_info.object = (f'<div class="kd-muted">Base: {html.escape(m.base_label)}. Your what-if only: '
+                                 f'nobody else sees these edits.</div>')
+        if m.error or m.diff is None:
+            self.changes.object = (f'<div class="kd-banner" data-whatif="error">The what-if could not run: '
+                                   f'{html.escape(m.error or "no result")}. Nothing below is a result; change the '
+                                   f'input or press Reset edits.</div>')
+            self.outcome.object = ""
+            self._show(pd.DataFrame(columns=["metric", "before", "after"]), m.queue_diff(), m.job_changes())
             return
-        described = m.diff.overrides.describe() if m.diff is not None else []
+        described = m.diff.overrides.describe()
         what = "; ".join(html.escape(x) for x in described) if described else "no change (before = after)"
         self.changes.object = (f'<div class="kd-explain"><b>What-if:</b> <span data-whatif="overrides">{what}</span>'
                                f' <span class="kd-muted">· re-run to steady state in {m.run_ms:,.0f} ms</span></div>')
-        s = m.summary()
-        s["metric"] = s["metric"].map(lambda k: SUMMARY_LABELS.get(k, k))
-        self.summary.value = s
-        q = m.queue_diff()
-        self.queues.value = q
-        self.bars.object = fair_share_bars(q)
-        self.jobs.value = m.job_changes()
+        why = m.nothing_started()
+        self.outcome.object = (f'<div class="kd-note" data-whatif="nothing">{html.escape(why)}</div>' if why else "")
+        self._show(m.summary(), m.queue_diff(), m.job_changes())
+
+    def _show(self, summary: pd.DataFrame, queues: pd.DataFrame, jobs: pd.DataFrame) -> None:
+        update_table(self.summary, summary_rows(summary))
+        update_table(self.queues, keyed(queues, "queue"))
+        self.bars.update(list(queues["queue"]), {"before": list(queues["fair_share_before"]),
+                                                 "after": list(queues["fair_share_after"])})
+        update_table(self.jobs, keyed(jobs, "job"))
 
 
-__all__ = ["WhatIfView", "fmt"]
+__all__ = ["WhatIfView", "summary_rows"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from .text_table import text_table
 
 NAME = "cost"
 HELP = "GPU cost per queue and category: allocated, idle, stranded, unused quota (per hour, per day)"
@@ -65,18 +66,17 @@ def run(args) -> int:
 
 def render_table(rates, prices) -> str:
     from ..cost import CATEGORIES
-    from .schedule import _table
 
     cur = rates.currency
     out = [f"GPU cost at the snapshot's moment ({prices.source} prices, {cur} per GPU-hour; idleness from "
            f"{rates.idle_basis})\n\n"]
     rows = [[c, f"{rates.gpus(c):.2f}", f"{v:,.2f}", f"{v * 24:,.0f}"] for c, v in rates.cluster().items()
             if c in CATEGORIES]
-    out.append(_table(["CATEGORY", "GPUS", f"{cur}/HOUR", f"{cur}/DAY"], rows))
+    out.append(text_table(["CATEGORY", "GPUS", f"{cur}/HOUR", f"{cur}/DAY"], rows))
     per = rates.per_queue()
     if len(per):
         out.append(f"\nPer queue ({cur}/hour)\n")
-        out.append(_table(["QUEUE", "ALLOCATED", "IDLE ALLOCATED", "UNUSED QUOTA"],
+        out.append(text_table(["QUEUE", "ALLOCATED", "IDLE ALLOCATED", "UNUSED QUOTA"],
                           [[q, f"{r.allocated:,.2f}", f"{r.idle_allocated:,.2f}", f"{r.unused_quota:,.2f}"]
                            for q, r in per.iterrows()]))
     models = rates.per_model()
@@ -87,7 +87,7 @@ def render_table(rates, prices) -> str:
                                    fill_value=0.0)
         cols = [c for c in ("capacity", "allocated", "idle_allocated", "stranded", "free", "unavailable")
                 if c in pivot]
-        out.append(_table(["GPU MODEL", *[c.upper().replace("_", " ") for c in cols]],
+        out.append(text_table(["GPU MODEL", *[c.upper().replace("_", " ") for c in cols]],
                           [[m, *[f"{pivot.at[m, c]:.2f}" for c in cols]] for m in pivot.index]))
     out.append("\nCategories overlap: idle_allocated is part of allocated; unused_quota may be lent to other "
                "queues. See docs/cost.md.\n")
@@ -101,7 +101,6 @@ def _price_list(models, prices) -> list[str]:
 
 
 def _print_ledger(ledger, fmt: str) -> int:
-    from .schedule import _table
 
     if fmt == "csv":
         sys.stdout.write(ledger.to_csv())
@@ -121,7 +120,7 @@ def _print_ledger(ledger, fmt: str) -> int:
     out = []
     for period, t in totals.items():
         out.append(f"{period} ({t.attrs.get('covered_h', 0.0):.1f} h observed), {ledger.currency}\n")
-        out.append(_table(["CATEGORY", "GPU-HOURS", "COST"], [[c, f"{g:,.1f}", f"{v:,.2f}"] for c, g, v in
+        out.append(text_table(["CATEGORY", "GPU-HOURS", "COST"], [[c, f"{g:,.1f}", f"{v:,.2f}"] for c, g, v in
                                                               zip(t["category"], t["gpu_hours"], t["cost"])]) + "\n")
     sys.stdout.write("".join(out) or "empty ledger\n")
     return 0

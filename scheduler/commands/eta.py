@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import SnapshotError
+from .text_table import text_table
 
 NAME = "eta"
 HELP = "estimate when each waiting job starts (forward simulation) and what it waits for"
@@ -121,7 +122,6 @@ def _fmt_range(p10: float, p50: float, p90: float) -> str:
 def render_table(report) -> str:
     """The estimates for a person: waiting jobs, per-queue waits, the running jobs' expected ends."""
     from ..eta import format_duration
-    from .schedule import _table
 
     out = [f"Pending ETA at {report.time:.0f}: {len(report.estimates)} waiting jobs, {report.runs} forward runs, "
            f"{report.sessions} engine sessions, {report.wall_ms / 1000:.1f} s\n\n"]
@@ -129,18 +129,19 @@ def render_table(report) -> str:
              "never" if r.never else _fmt_range(r.eta_p10_s, r.eta_p50_s, r.eta_p90_s),
              r.text if r.never or math.isinf(r.eta_p50_s) else (r.blocker or "-")]
             for r in report.frame().itertuples(index=False)]
-    out.append(_table(["JOB", "QUEUE", "GPUS", "WAITING", "STARTS IN (p10–p90)", "AFTER / WHY"], rows, max_last=90)
+    out.append(text_table(["JOB", "QUEUE", "GPUS", "WAITING", "STARTS IN (p10–p90)", "AFTER / WHY"], rows,
+                          max_last=90)
                if rows else "  no waiting jobs\n")
     q = report.queue_frame()
     if len(q):
         out.append("\nPer queue (expected wait of its waiting jobs, p50 each)\n")
-        out.append(_table(["QUEUE", "WAITING", "NEXT START", "MEDIAN WAIT", "LONGEST", "BEYOND HORIZON"],
+        out.append(text_table(["QUEUE", "WAITING", "NEXT START", "MEDIAN WAIT", "LONGEST", "BEYOND HORIZON"],
                           [[r.queue, str(r.pending_jobs), format_duration(r.next_start_s), format_duration(r.eta_p50_s),
                             format_duration(r.eta_max_s), str(r.beyond_horizon)] for r in q.itertuples(index=False)]))
     run = report.running_frame()
     if len(run):
         out.append(f"\nRunning jobs' expected ends (first 15 of {len(run)}; run time from)\n")
-        out.append(_table(["JOB", "QUEUE", "RUNNING FOR", "ENDS IN (p50)", "RUN TIME FROM"],
+        out.append(text_table(["JOB", "QUEUE", "RUNNING FOR", "ENDS IN (p50)", "RUN TIME FROM"],
                           [[r.job, r.queue, format_duration(r.elapsed_s), format_duration(r.end_p50_s),
                             r.duration_source] for r in run.head(15).itertuples(index=False)]))
     if report.arrivals_per_h:
@@ -153,7 +154,6 @@ def render_table(report) -> str:
 
 def render_whatif(frame, diff) -> str:
     from ..eta import format_duration
-    from .schedule import _table
 
     rows = [[r.job, r.queue, format_duration(r.eta_p50_before_s), format_duration(r.eta_p50_after_s),
              ("-" if r.change_s == 0 or math.isnan(r.change_s) else
@@ -161,4 +161,4 @@ def render_whatif(frame, diff) -> str:
             for r in frame.itertuples(index=False)]
     changes = {k: v for k, v in diff.notes.items() if v}
     head = "What-if ETA (p50 start, before → after)" + (f"; {changes}" if changes else "") + "\n"
-    return head + (_table(["JOB", "QUEUE", "BEFORE", "AFTER", "CHANGE"], rows) if rows else "  no waiting jobs\n")
+    return head + (text_table(["JOB", "QUEUE", "BEFORE", "AFTER", "CHANGE"], rows) if rows else "  no waiting jobs\n")

@@ -15,6 +15,7 @@ from ..engine import run_cycles, run_session
 from ..model import ACTIONS
 from ..queue_tree import levels
 from ..snapshot_io import load_snapshot
+from .text_table import text_table
 
 NAME = "schedule"
 HELP = "run scheduling actions on a snapshot and print the decisions"
@@ -68,17 +69,6 @@ def _fmt(x, unit: str = "") -> str:
     return str(x)
 
 
-def _table(headers: list[str], rows: list[list[str]], max_last: int = 0) -> str:
-    if max_last:
-        rows = [r[:-1] + [r[-1] if len(r[-1]) <= max_last else r[-1][: max_last - 1] + "…"] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip(),
-             "  ".join("-" * w for w in widths)]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    return "\n".join(lines) + "\n"
-
-
 def render_table(result, snapshot) -> str:
     """A readable report of a :class:`~scheduler.decisions.ScheduleResult`."""
     out = []
@@ -93,7 +83,7 @@ def render_table(result, snapshot) -> str:
                      _fmt(c.get("fair_share"), "cores"), _fmt(c.get("allocated"), "cores"),
                      _fmt(m.get("fair_share"), "GiB"), _fmt(m.get("allocated"), "GiB")])
     out.append("Fair share per queue (GPUs; CPU in cores; memory in GiB; allocated = after this session)\n")
-    out.append(_table(["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", "ALLOCATED", "REQUESTED",
+    out.append(text_table(["QUEUE", "DESERVED", "LIMIT", "FAIR SHARE", "ALLOCATED", "REQUESTED",
                        "CPU FAIR", "CPU ALLOC", "MEM FAIR", "MEM ALLOC"], rows))
     job_queue = {j.key: j.queue for j in snapshot.jobs}
     rows = []
@@ -101,7 +91,7 @@ def render_table(result, snapshot) -> str:
         rows.append([key, job_queue.get(key, ""), d.status, _fmt(float(d.gpus_accepted)), d.reason or "-",
                      d.message or ""])
     out.append(f"\nJobs ({len(rows)})\n")
-    out.append(_table(["JOB", "QUEUE", "STATUS", "GPUS", "REASON", "MESSAGE"], rows, max_last=160))
+    out.append(text_table(["JOB", "QUEUE", "STATUS", "GPUS", "REASON", "MESSAGE"], rows, max_last=160))
     before = {t.name: t for _, t in snapshot.iter_tasks()}
     rows = []
     for name, d in result.tasks.items():
@@ -114,12 +104,12 @@ def render_table(result, snapshot) -> str:
         grp = ",".join(d.gpu_groups) if d.gpu_groups and any(d.gpu_groups) else "-"
         rows.append([name, (t.status if t else "?") + " → " + d.status, d.node or "-", idx, grp])
     out.append(f"\nTasks changed this session ({len(rows)})\n")
-    out.append(_table(["TASK", "STATUS", "NODE", "GPU INDEX", "GPU GROUP"], rows) if rows else "  none\n")
+    out.append(text_table(["TASK", "STATUS", "NODE", "GPU INDEX", "GPU GROUP"], rows) if rows else "  none\n")
     if any(d.endswith("(chosen)") for r in rows for d in r[3:4]):
         out.append("  (chosen) = a device index the session picked, not one the cluster reported\n")
     out.append(f"\nEvictions ({len(result.evicted)})\n")
     if result.evicted:
-        out.append(_table(["TASK", "JOB", "ACTION", "PREEMPTOR", "MOVED TO", "MESSAGE"],
+        out.append(text_table(["TASK", "JOB", "ACTION", "PREEMPTOR", "MOVED TO", "MESSAGE"],
                           [[e.task, e.job, e.action, e.preemptor or "-", e.moved_to or "-", e.message]
                            for e in result.evicted], max_last=120))
     else:

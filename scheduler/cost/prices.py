@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import yaml
-
 from ..errors import KaidashError
 
 
@@ -95,13 +93,17 @@ class GpuPrices:
     @classmethod
     def load(cls, path: str | Path) -> "GpuPrices":
         """From a YAML (or JSON) file; errors name the file and the key."""
+        from ..safe_io import parse_yaml, read_text   # every outside file: a regular file, size and alias limits
+
         path = Path(path)
         try:
-            doc = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise PriceError(str(path), f"cannot read the price file: {exc.strerror or exc}") from exc
-        except yaml.YAMLError as exc:
-            raise PriceError(str(path), f"not valid YAML: {exc}") from exc
+            text = read_text(path)
+        except KaidashError as exc:
+            raise PriceError(str(path), f"cannot read the price file: {_reason(exc)}") from None
+        try:
+            doc = parse_yaml(text, str(path))
+        except KaidashError as exc:
+            raise PriceError(str(path), _reason(exc)) from None      # "not valid YAML at line ...", a limit
         return cls.from_dict(doc or {}, source=str(path))
 
     def with_overrides(self, pairs: list[str]) -> "GpuPrices":
@@ -120,6 +122,13 @@ class GpuPrices:
             else:
                 table[key.strip()] = price
         return GpuPrices(table, default, self.currency, self.source + " + command line")
+
+
+def _reason(exc: Exception) -> str:
+    """The message of a safe_io error without its "invalid snapshot: PATH:" prefix (the price error names the
+    file itself)."""
+    problems = getattr(exc, "problems", None)
+    return "; ".join(m for _, m in problems) if problems else str(exc)
 
 
 def _price_ok(value: Any) -> bool:

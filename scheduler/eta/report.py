@@ -73,7 +73,9 @@ class EtaEstimate:
         if self.p90_s < 60:
             return f"{prefix}starts at the next cycle"
         hi = f">{format_duration(self.horizon_s)}" if math.isinf(self.p90_s) else format_duration(self.p90_s)
-        text = f"{prefix}starts in ~{format_duration(self.p50_s)} ({format_duration(self.p10_s)}–{hi})"
+        lo = format_duration(self.p10_s)
+        spread = f" ({lo}–{hi})" if lo != hi else ""      # every run agreed (or one run): no range to show
+        text = f"{prefix}starts in ~{format_duration(self.p50_s)}{spread}"
         return f"{text}, {self.blocker}" if self.blocker else text
 
     def shifted(self, elapsed_s: float) -> "EtaEstimate":

@@ -203,41 +203,48 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
                            & s["namespace"].isin(["", RESERVATION_NAMESPACE]))  # = allocation.is_reservation_pod
     s["priority"] = np.where(~s["has_pod"], 0, np.where(s["is_reservation"], 1, 2))
 
-    # 1. device values
-    dev = (s.sort_values("priority", kind="stable").drop_duplicates(["node", "gpu_index", "field"])
+    # 1. device values (one stable sort by priority serves the device values, the identity and the credit)
+    ordered = s.sort_values("priority", kind="stable")
+    dev = (ordered.drop_duplicates(["node", "gpu_index", "field"])
            .pivot(index=["node", "gpu_index"], columns="field", values="value")
            .rename(columns=_DEVICE_FIELDS))
     for col in _DEVICE_FIELDS.values():
         if col not in dev.columns:
             dev[col] = np.nan
-    dev = dev[list(_DEVICE_FIELDS.values())].reset_index()
+    dev = dev[list(_DEVICE_FIELDS.values())]
     dev["has_metrics"] = True
-    first = s.sort_values("priority", kind="stable").drop_duplicates(["node", "gpu_index"])
-    ident = first[["node", "gpu_index", "uuid", "model"]].rename(columns={"model": "dcgm_model"})
-    credited = s[s["has_pod"]].sort_values("priority", kind="stable").drop_duplicates(["node", "gpu_index"])
-    credited = credited.assign(dcgm_pod=credited["namespace"] + "/" + credited["pod"])[
-        ["node", "gpu_index", "dcgm_pod"]]
+    first = ordered.drop_duplicates(["node", "gpu_index"])
+    ident = first.set_index(["node", "gpu_index"])[["uuid", "model"]].rename(columns={"model": "dcgm_model"})
+    credited = ordered[ordered["has_pod"]].drop_duplicates(["node", "gpu_index"])
+    credited = (credited.assign(dcgm_pod=credited["namespace"] + "/" + credited["pod"])
+                .set_index(["node", "gpu_index"])[["dcgm_pod"]])
+    per_gpu = dev.join(ident, how="left").join(credited, how="left").reset_index()  # all keyed by GPU
 
     # 2. per-pod values (per-process mode): pod-labelled FB_USED/GPU_UTIL next to an unlabelled series
     unlabelled = s.loc[~s["has_pod"], ["node", "gpu_index", "field"]].drop_duplicates()
     pp = s[s["has_pod"] & ~s["is_reservation"] & s["field"].isin(V.PER_POD_FIELDS)]
     pp = pp.merge(unlabelled, on=["node", "gpu_index", "field"])
-    per_pod = (pp.drop_duplicates(["node", "gpu_index", "namespace", "pod", "field"])
-               .pivot(index=["node", "gpu_index", "namespace", "pod"], columns="field", values="value")
-               .rename(columns={V.FB_USED: "pod_memory_used_mib", V.GPU_UTIL: "pod_util"}))
-    for col in ("pod_memory_used_mib", "pod_util"):
-        if col not in per_pod.columns:
-            per_pod[col] = np.nan
-    per_pod = per_pod[["pod_memory_used_mib", "pod_util"]].reset_index()
+    if len(pp):
+        per_pod = (pp.drop_duplicates(["node", "gpu_index", "namespace", "pod", "field"])
+                   .pivot(index=["node", "gpu_index", "namespace", "pod"], columns="field", values="value")
+                   .rename(columns={V.FB_USED: "pod_memory_used_mib", V.GPU_UTIL: "pod_util"}))
+        for col in ("pod_memory_used_mib", "pod_util"):
+            if col not in per_pod.columns:
+                per_pod[col] = np.nan
+        per_pod = per_pod[["pod_memory_used_mib", "pod_util"]].reset_index()
+    else:
+        per_pod = None                # exclusive mode: no per-pod series at all (the common case)
 
     # 3. slices: reservation pods resolve devices of fractional tasks that only know their group, the pod
     #    labels dcgm-exporter puts on a device resolve whole-GPU tasks (Kubernetes objects never say which)
     sl = slices(snapshot, _reservation_group_indices(snapshot, s, reservation_groups), _pod_devices(s))
     frame = inv.merge(sl, on=["node", "gpu_index"], how="outer")
-    frame = frame.merge(dev, on=["node", "gpu_index"], how="left")
-    frame = frame.merge(ident, on=["node", "gpu_index"], how="left")
-    frame = frame.merge(credited, on=["node", "gpu_index"], how="left")
-    frame = frame.merge(per_pod, on=["node", "gpu_index", "namespace", "pod"], how="left")
+    frame = frame.merge(per_gpu, on=["node", "gpu_index"], how="left")
+    if per_pod is not None:
+        frame = frame.merge(per_pod, on=["node", "gpu_index", "namespace", "pod"], how="left")
+    else:
+        frame["pod_memory_used_mib"] = np.nan
+        frame["pod_util"] = np.nan
 
     frame["model"] = frame["dcgm_model"].where(frame["dcgm_model"].notna() & (frame["dcgm_model"] != ""),
                                                frame["model"])

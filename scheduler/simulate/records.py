@@ -119,6 +119,13 @@ class JobRecord:
         self.completion = time
         self.status = "completed"
 
+    def withdrawn(self, time: float) -> None:
+        """Its owner gave up waiting and deleted it (it never ran)."""
+        if self.pending_since is not None:
+            self.pending_s += time - self.pending_since
+            self.pending_since = None
+        self.status = "withdrawn"
+
     def row(self, now: float) -> tuple:
         wait = (self.first_start - self.arrival) if self.first_start is not None else math.nan
         pending = self.pending_s + ((now - self.pending_since) if self.pending_since is not None else 0.0)
@@ -166,10 +173,17 @@ class Recorder:
         return rec
 
     def job_finished(self, key: str, time: float) -> None:
+        self._close(key, time, JobRecord.completed)
+
+    def job_withdrawn(self, key: str, time: float) -> None:
+        """A job that never ran left the cluster (its owner gave up waiting)."""
+        self._close(key, time, JobRecord.withdrawn)
+
+    def _close(self, key: str, time: float, end) -> None:
         rec = self.active_jobs.pop(key, None)
         if rec is None:
             return
-        rec.completed(time)
+        end(rec, time)
         self.finished_jobs.append(rec)
         self.finished_total += 1
 

@@ -119,7 +119,7 @@ class Simulator:
     def __init__(self, snapshot: Snapshot, arrivals: Iterable[Any] = (), *, period_s: Optional[float] = None,
                  usage: Optional[UsageConfig] = UsageConfig(), fast_forward: bool = True,
                  max_ticks: int = 86_400, max_events: int = 100_000,
-                 session: Optional[SessionFn] = None) -> None:
+                 session: Optional[SessionFn] = None, patience_s: Optional[float] = None) -> None:
         snap = snapshot.copy()
         self.start_time = float(snap.time)
         self.period_s = float(period_s if period_s is not None else snap.config.schedule_period_s)
@@ -127,6 +127,7 @@ class Simulator:
             raise SnapshotError("config.schedule_period_s", f"period must be positive seconds, got {self.period_s}")
         self.fast_forward = fast_forward
         self._session = session
+        self.patience_s = patience_s
         self.index = QueueIndex(snap)
         self.usage_tracker = (UsageTracker(self.index.names, usage, self.start_time)
                               if usage is not None else None)
@@ -174,6 +175,7 @@ class Simulator:
         self.cycles_run = 0
         self.arrived_total = 0
         self.completed_total = 0
+        self.withdrawn_total = 0
         self.evicted_total = 0
         self.last_result: Optional[ScheduleResult] = None
 
@@ -205,8 +207,9 @@ class Simulator:
                 return Step(t, self.last_result, self.snapshot, False, 0, 0, 0)
         self.snapshot = _fresh(self.snapshot)     # what earlier steps returned is never modified
         arrived, completed = self._advance_to(t)
+        withdrawn = self._withdraw_impatient(t)
         in_flight = self._transitions()
-        must_run = (not self.fast_forward or self._dirty or in_flight or arrived or completed
+        must_run = (not self.fast_forward or self._dirty or in_flight or arrived or completed or withdrawn
                     or self._deadline <= t + _EPS)
         if not must_run:     # only cancelled events were due
             return Step(t, self.last_result, self.snapshot, False, arrived, completed, 0)
@@ -269,6 +272,24 @@ class Simulator:
         if arrived or completed:
             self._dirty = True
         return arrived, completed
+
+    def _withdraw_impatient(self, t: float) -> int:
+        """With ``patience_s``: jobs that never ran and have waited that long leave (their owners delete them), as
+        people do with jobs stuck pending; a demo running for days keeps a bounded backlog of huge gangs."""
+        if self.patience_s is None:
+            return 0
+        cutoff = t - self.patience_s
+        gone = {j.key for j in self.snapshot.jobs
+                if j.creation_time <= cutoff and j.last_start_time is None
+                and all(task.status == "pending" for task in j.tasks)}
+        if not gone:
+            return 0
+        self.snapshot.jobs = [j for j in self.snapshot.jobs if j.key not in gone]
+        for key in gone:
+            self.recorder.job_withdrawn(key, t)
+        self.withdrawn_total += len(gone)
+        self._dirty = True
+        return len(gone)
 
     def _account_usage(self, t: float) -> None:
         if self.usage_tracker is not None:
@@ -444,6 +465,8 @@ class Simulator:
         if pending and job.preemption_delay_s:
             since = max(job.creation_time, job.last_eviction_time or -math.inf)
             d = min(d, _due(since + job.preemption_delay_s, t))
+        if pending and not running and self.patience_s is not None and job.last_start_time is None:
+            d = min(d, _due(job.creation_time + self.patience_s, t))
         return d
 
     def _next_usage_read(self, t: float) -> float:

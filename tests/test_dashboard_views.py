@@ -1,0 +1,300 @@
+"""The Panel views without a browser: they update in place, read well and say what they show.
+
+* a new tick patches data sources and tables; figures, panes and table rows keep their identity (what keeps the
+  scroll position and expanded rows in the browser);
+* the GPU grid draws releasing / pipelined slices with their own renderer, no hatch pattern, no wheel zoom;
+* numbers carry units (GPUs as integers, %, GiB, h:m, clock time) and tables say something when empty;
+* the what-if's sliders span 0 … the cluster's GPUs, an error clears the result, a change that starts nothing
+  says why, and "re-place running work" places both sides from scratch;
+* colours: badge text contrast >= 4.5:1, wasted memory never green.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from dashboard import display
+from dashboard.feeds import Feed
+from dashboard.loop import LiveLoop, MetricsReader, publish_snapshot
+from dashboard.options import SourceOptions
+from dashboard.state import LiveState
+from scheduler.snapshot_io import loads_snapshot
+from scheduler.whatif import WhatIf, WhatIfRunner
+
+from test_dashboard_models import SCENARIO, snapshot, state  # noqa: F401 (fixtures)
+
+pn = pytest.importorskip("panel")
+
+from dashboard.app import configure_panel  # noqa: E402
+from dashboard.views import GpusView, OverviewView, PendingView, QueuesView, TimelineView, WhatIfView  # noqa: E402
+from dashboard.views import common, gpus as gpus_view, plots  # noqa: E402
+from dashboard.views.whatif import summary_rows  # noqa: E402
+
+configure_panel()
+
+
+@pytest.fixture(scope="module")
+def sim_loop():
+    """A small simulated cluster that moves every tick (jobs start, finish, arrive)."""
+    loop = LiveLoop(SourceOptions(source="sim", nodes=8, seed=3, sim_step_s=120))
+    loop.explain_jobs = 1
+    loop.step()
+    yield loop
+    loop.stop()
+
+
+# ------------------------------------------------------------------------------------------ tables in place
+
+def test_update_table_sends_nothing_patches_cells_or_replaces_rows():
+    t = common.table(pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}, index=["j1", "j2"]))
+    same = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}, index=["j1", "j2"])
+    assert common.update_table(t, same) == "same"
+    changed = pd.DataFrame({"a": [1, 5], "b": ["x", "y"]}, index=["j1", "j2"])
+    assert common.update_table(t, changed) == "patched"
+    assert list(t.value["a"]) == [1, 5]
+    other_rows = pd.DataFrame({"a": [7], "b": ["z"]}, index=["j3"])
+    assert common.update_table(t, other_rows) == "replaced"
+    assert list(t.value.index) == ["j3"]
+
+
+def test_tables_say_something_when_empty_and_wrap_their_titles():
+    t = common.table(pd.DataFrame(columns=["a"]), empty="No job is waiting")
+    config = t.get_root().configuration          # what the browser's Tabulator is built with
+    assert config["placeholder"] == "No job is waiting"
+    assert config["columnDefaults"]["headerWordWrap"] is True
+
+
+def test_views_keep_their_figures_and_tables_across_ticks(sim_loop):
+    st = sim_loop.state
+    views = {"overview": OverviewView(st), "queues": QueuesView(st), "gpus": GpusView(st), "pending": PendingView(st),
+             "timeline": TimelineView(st)}
+    for v in views.values():
+        v.__panel__().get_root()
+    before = {"overview": views["overview"].bars.fig, "queues": (views["queues"].bars.fig, views["queues"].table),
+              "gpus": (views["gpus"].fig, views["gpus"].plot.object),
+              "timeline": (views["timeline"].alloc.fig, views["timeline"].wait.fig),
+              "pending": views["pending"].table}
+    for _ in range(3):
+        sim_loop.step()
+        for v in views.values():
+            assert v.refresh()
+    assert views["overview"].bars.fig is before["overview"]
+    assert (views["queues"].bars.fig, views["queues"].table) == before["queues"]
+    assert views["gpus"].fig is before["gpus"][0] and views["gpus"].plot.object is before["gpus"][1]
+    assert (views["timeline"].alloc.fig, views["timeline"].wait.fig) == before["timeline"]
+    assert views["pending"].table is before["pending"]
+    assert views["timeline"].alloc.sources, "the per-queue lines were drawn"
+
+
+def test_queue_rows_are_keyed_by_queue_so_a_new_tick_patches_them(sim_loop):
+    view = QueuesView(sim_loop.state)
+    keys = list(view.table.value.index)
+    assert keys == list(view.model.frame()["queue"])
+    sim_loop.step()
+    view.refresh()
+    assert list(view.table.value.index) == keys
+
+
+def test_pending_keeps_an_expanded_row_by_job_when_rows_change(state, snapshot):
+    view = PendingView(state)
+    assert list(view.table.value.index) == ["b-serve", "b-big"] or list(view.table.value.index) == ["b-big"]
+    view.table.expanded = [len(view.table.value) - 1]          # b-big
+    snap = snapshot.copy()
+    snap.jobs.append(loads_snapshot(SCENARIO.replace("b-big", "b-new").replace("creation_time: 500",
+                                                                                 "creation_time: 600")).jobs[-1])
+    publish_snapshot(state, snap, "one more job")
+    view.refresh()
+    df = view.table.value
+    assert "b-new" in df.index
+    assert [df.index[i] for i in view.table.expanded] == ["b-big"]
+
+
+# --------------------------------------------------------------------------------------------- GPU grid
+
+def _grid(view):
+    return view.fig
+
+
+def test_gpu_grid_has_no_hatch_and_no_wheel_zoom(sim_loop):
+    view = GpusView(sim_loop.state)
+    fig = _grid(view)
+    from bokeh.models import GlyphRenderer, WheelZoomTool
+
+    glyphs = [r.glyph for r in fig.renderers if isinstance(r, GlyphRenderer)]
+    assert all(getattr(g, "hatch_pattern", None) is None for g in glyphs)
+    assert not any(isinstance(t, WheelZoomTool) for t in fig.tools)
+    assert fig.toolbar.active_scroll is None
+
+
+def test_releasing_and_pipelined_slices_have_their_own_layer(sim_loop):
+    slices = pd.DataFrame({
+        "node": ["n0", "n0", "n0"], "pool": ["p"] * 3, "gpu_model": ["H100"] * 3, "gpu_index": [0, 1, 2],
+        "task": ["t-run", "t-rel", "t-pip"], "job": ["j1", "j2", "j3"], "queue": ["a", "a", "b"],
+        "status": ["running", "releasing", "pipelined"], "share": [1.0, 1.0, 0.5], "offset": [0.0, 0.0, 0.0],
+        "gpu_memory_mib": [81920.0] * 3, "memory_share_mib": [81920.0, 81920.0, 40960.0],
+        "memory_used_mib": [40960.0, 1024.0, float("nan")], "gpu_util": [90.0, 0.0, float("nan")],
+        "over_share": [False, False, False]})
+    gpus = pd.DataFrame({"node": ["n0"] * 4, "pool": ["p"] * 4, "gpu_model": ["H100"] * 4, "gpu_index": [0, 1, 2, 3],
+                         "allocated": [1.0, 1.0, 0.0, 0.0], "slices": [1, 1, 0, 0],
+                         "memory_used_mib": [40960.0, 1024.0, 0.0, 0.0], "gpu_memory_mib": [81920.0] * 4,
+                         "gpu_util": [90.0, 0.0, 0.0, 0.0], "idle_allocated": [False, True, False, False],
+                         "over_share": [False] * 4, "busy_unallocated": [False] * 4})
+    layers, _ = gpus_view.grid_sources(gpus, slices, ["n0"], "queue", {"a": "#111111", "b": "#222222"})
+    assert list(layers["held"]["task"]) == ["t-run"]
+    assert list(layers["moving"]["task"]) == ["t-rel", "t-pip"]
+    assert list(layers["marks"]["text"]) == ["z"]                 # idle: a symbol, not only a colour
+    assert layers["devices"]["mem"][0] == 40.0                    # GiB in the hover, not MiB
+
+
+def test_memory_colouring_never_paints_waste_green():
+    unused = gpus_view.MEM_PALETTE[0]
+    r, g, b = (int(unused[i:i + 2], 16) for i in (1, 3, 5))
+    assert not (g > r + 30 and g > b + 30), "an unused allocation must not read as good (green)"
+    over = gpus_view.MEM_PALETTE[-1]
+    r, g, b = (int(over[i:i + 2], 16) for i in (1, 3, 5))
+    assert r > g and r > b                                        # above the share: red
+
+
+# ----------------------------------------------------------------------------------------------- formats
+
+def test_numbers_read_with_units():
+    assert display.gpus(420.0) == "420" and display.gpus(3.5) == "3.5" and display.gpus(0.25) == "0.25"
+    assert display.percent(0.734, 1.0) == "73.4 %"
+    assert display.gib(5.154e10) == "48 GiB"
+    assert display.cores(12500) == "12.5 cores"
+    assert display.wait(50_000) == "13h53m"
+    now = dt.datetime(2026, 1, 1, 3, 12, 5).timestamp()
+    assert display.clock(now, now=now) == "03:12:05"
+    assert display.clock(now, now=now + 3 * 86400) == "2026-01-01 03:12"
+
+
+def test_queue_table_shows_memory_in_gib_and_cpu_in_cores(state):
+    from dashboard.views.queues import display_frame
+
+    view = QueuesView(state)
+    view.model.resource = "memory"
+    raw = view.model.frame()
+    shown = display_frame(raw, "memory")
+    a = raw.set_index("queue").loc["a"]
+    assert shown.loc["a", "allocated"] == pytest.approx(a["allocated"] / 2 ** 30)
+    assert shown.loc["a", "limit"] == -1                         # unlimited stays unlimited
+
+
+def _contrast(fg: str, bg: str) -> float:
+    def lum(hex_colour: str) -> float:
+        c = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        c = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+    hi, lo = sorted((lum(fg), lum(bg)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("colour", sorted({*common.STATE_COLOURS.values(), *common.STATUS_COLOURS.values()}))
+def test_white_badge_text_has_enough_contrast(colour):
+    assert _contrast("#ffffff", colour) >= 4.5
+
+
+@pytest.mark.parametrize("text", [common.TEXT_ON_DARK, common.MUTED_ON_DARK])
+def test_text_on_the_dark_theme_has_enough_contrast(text):
+    for background in ("#181818", "#1f2937", "#2b3038"):
+        assert _contrast(text, background) >= 4.5
+
+
+def test_pending_reason_badges_have_enough_contrast():
+    from dashboard.views.pending import REASON_COLOURS
+
+    assert all(_contrast("#ffffff", c) >= 4.5 for c in REASON_COLOURS.values())
+
+
+def test_charts_never_zoom_on_the_wheel():
+    from bokeh.models import WheelZoomTool
+
+    for chart in (plots.share_bars(), plots.TimeSeries("GPUs")):
+        assert chart.fig.toolbar.active_scroll is None
+        assert not any(isinstance(t, WheelZoomTool) for t in chart.fig.tools)
+
+
+# -------------------------------------------------------------------------------------------------- what-if
+
+def test_whatif_sliders_span_the_cluster_and_unlimited_is_a_box(state):
+    view = WhatIfView(state)
+    view.model.queue = "b"
+    view._load_sliders()
+    assert view.quota.start == 0 and view.quota.end == 8            # the cluster has 8 GPUs
+    assert view.limit.start == 0 and view.limit.end == 8 and view.limit.value == 3
+    view.model.queue = "a"                                          # a has no limit
+    view._load_sliders()
+    assert view.no_limit.value is True and view.limit.visible is False
+
+
+def test_whatif_error_clears_the_previous_result(state):
+    view = WhatIfView(state)
+    view.model.queue, view.model.limit = "b", 4
+    view._rerun()
+    assert len(view.queues.value) == 3
+    view.model.queue_edits["no-such-queue"] = {"quota": 1}
+    view._rerun()
+    assert "no-such-queue" in view.changes.object and "could not run" in view.changes.object
+    assert len(view.queues.value) == 0 and len(view.summary.value) == 0 and len(view.jobs.value) == 0
+
+
+def test_whatif_placement_change_that_starts_nothing_says_why(state):
+    view = WhatIfView(state)
+    view.model.placement_gpu = "spread"            # the watcher re-runs
+    text = view.outcome.object
+    assert "starts nothing" in text and "only places pending jobs" in text
+    assert "OverLimit" in text                    # b-big still waits, and why
+
+
+def test_whatif_summary_is_formatted_with_units_and_delta(state):
+    view = WhatIfView(state)
+    view.model.queue, view.model.limit = "b", 4
+    view.model.run()
+    rows = summary_rows(view.model.summary())
+    alloc = rows.loc["GPUs allocated"]
+    assert (alloc["before"], alloc["after"], alloc["delta"]) == ("6", "8", "+2")
+    util = rows.loc["GPU allocation (allocated / GPUs)"]
+    assert (util["before"], util["after"], util["delta"]) == ("75.0 %", "100.0 %", "+25.0 pp")
+
+
+def test_replace_running_places_both_sides_from_scratch(snapshot):
+    runner = WhatIfRunner(snapshot)
+    diff = runner.run(WhatIf(placement_gpu="spread", replace_running=True))
+    replaced = WhatIf(replace_running=True).apply(snapshot)
+    assert all(t.status == "pending" and t.node is None for _, t in replaced.iter_tasks())
+    assert diff.notes["tasks_replaced"] == ["a-train-0"]
+    assert diff.before is runner.base_for(True) and diff.before is not runner.base
+    assert diff.after.snapshot.job_map()["a-train"].tasks[0].node is not None      # placed again
+    assert snapshot.job_map()["a-train"].tasks[0].node == "n0"                     # the input is untouched
+
+
+# -------------------------------------------------------------------------------------------------- overview
+
+def test_overview_kpis_read_as_integers_and_percent(state):
+    from dashboard.views.overview import overview_kpis
+
+    view = OverviewView(state)
+    cards = {c["id"]: c for c in overview_kpis(view.model.numbers())}
+    assert cards["gpus"]["value"] == "8"
+    assert cards["allocated"]["sub"].endswith("% of GPUs") and "." in cards["allocated"]["sub"]
+
+
+def test_static_feed_publishes_once(snapshot):
+    st = LiveState()
+    loop = LiveLoop(SourceOptions(source="snapshot"), state=st, feed=Feed(snapshot, "x"), publish_metrics=False)
+    loop.metrics = MetricsReader(simulated=False)
+    first = loop.step()
+    assert loop.step() is first and loop.own_metrics is None
+
+
+def test_simulated_pods_that_started_later_have_real_usage(sim_loop):
+    for _ in range(3):
+        sim_loop.step()
+    snap = sim_loop.state.tick.scheduled
+    running = [t for _, t in snap.iter_tasks() if t.status == "running" and t.is_gpu]
+    assert running and all(t.usage is not None for t in running)       # none reads as idle for want of data
+    started_later = [t for j, t in snap.iter_tasks() if t.status == "running" and j.creation_time > 1767225600.0]
+    assert started_later, "some arrival started during the run"
