@@ -1,7 +1,8 @@
 """What a scheduling session decided, and why: the engine's output objects.
 
 ``ScheduleResult.to_contract()`` produces the ``kaidash schedule --format json`` document of design.md:
-``fair_share``, ``tasks``, ``jobs`` (with reason codes), ``evicted`` and ``timings_ms``.
+``fair_share``, ``tasks``, ``jobs`` (with reason codes), ``evicted`` and ``timings_ms``, plus ``evictions``: every
+eviction with its cause and the scenario that justified it.
 """
 
 from __future__ import annotations
@@ -62,8 +63,60 @@ class JobDecision:
 
 
 @dataclass
+class EvictionScenario:
+    """The victim scenario that justified a set of evictions (one object, shared by its evictions).
+
+    ``generator``: KAI's scenario generator that emitted the accepted set (``NodeLocalGreedy`` or
+    ``MultiNodeGang``); ``victims`` / ``victim_jobs``: the tasks it evicts or moves and their jobs;
+    ``tried_before``: scenarios tried for this preemptor before the accepted one (over every generator and
+    probe), ``smaller_tried``: of which with fewer victim tasks; ``probes``: KAI's search over how many of the
+    preemptor's tasks can be placed, one entry ``{generator, k, of, solved, scenarios}`` per probe; ``reason``:
+    why the set is allowed, with numbers; ``budget_stops``: searches a scenario budget cut short (counted in
+    scenarios, see ``docs/actions.md``).
+    """
+
+    action: str
+    preemptor: str
+    generator: str
+    victims: list[str] = field(default_factory=list)
+    victim_jobs: list[str] = field(default_factory=list)
+    tried_before: int = 0
+    smaller_tried: int = 0
+    probes: list[dict] = field(default_factory=list)
+    reason: str = ""
+    budget_stops: list[str] = field(default_factory=list)
+
+    @property
+    def summary(self) -> str:
+        """One line for a view, e.g. ``reclaimed by llm/train-7 to reach its fair share of 142 GPUs; tried 2
+        smaller sets first``."""
+        verb = {"reclaim": "reclaimed", "preempt": "preempted", "consolidation": "moved"}.get(self.action,
+                                                                                             self.action)
+        text = f"{verb} by {self.preemptor}"
+        if self.reason:
+            text += f" {self.reason}"
+        if self.smaller_tried:
+            text += f"; tried {self.smaller_tried} smaller set{'s' if self.smaller_tried != 1 else ''} first"
+        elif self.tried_before:
+            text += f"; tried {self.tried_before} other set{'s' if self.tried_before != 1 else ''} first"
+        if self.budget_stops:
+            text += "; " + "; ".join(self.budget_stops)
+        return text
+
+    def to_contract(self) -> dict:
+        return {"action": self.action, "preemptor": self.preemptor, "generator": self.generator,
+                "victims": list(self.victims), "victim_jobs": list(self.victim_jobs),
+                "tried_before": self.tried_before, "smaller_tried": self.smaller_tried,
+                "probes": [dict(p) for p in self.probes], "reason": self.reason,
+                "budget_stops": list(self.budget_stops), "summary": self.summary}
+
+
+@dataclass
 class Eviction:
-    """A task evicted by reclaim, preempt, consolidation or stale-gang eviction, with its cause."""
+    """A task evicted by reclaim, preempt, consolidation or stale-gang eviction, with its cause.
+
+    ``scenario``: for reclaim, preempt and consolidation, the scenario that justified it.
+    """
 
     task: str
     job: str
@@ -71,6 +124,12 @@ class Eviction:
     preemptor: Optional[str] = None
     message: str = ""
     moved_to: Optional[str] = None
+    scenario: Optional[EvictionScenario] = None
+
+    def to_contract(self) -> dict:
+        return {"task": self.task, "job": self.job, "action": self.action, "preemptor": self.preemptor,
+                "message": self.message, "moved_to": self.moved_to,
+                "scenario": None if self.scenario is None else self.scenario.to_contract()}
 
 
 @dataclass
@@ -95,5 +154,6 @@ class ScheduleResult:
             "tasks": {name: t.to_contract() for name, t in self.tasks.items()},
             "jobs": {name: j.to_contract() for name, j in self.jobs.items()},
             "evicted": [e.task for e in self.evicted],
+            "evictions": [e.to_contract() for e in self.evicted],
             "timings_ms": {k: round(v, 3) for k, v in self.timings_ms.items()},
         }

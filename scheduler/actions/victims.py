@@ -162,6 +162,10 @@ class Batch:
     resources: np.ndarray = field(default_factory=lambda: np.zeros(3))  # queue amount of these tasks
 
 
+SKIPPED = Batch(job=-1, tasks=[])
+"""What :meth:`VictimQueue.pop` returns for a pop that held an already recorded victim."""
+
+
 def merge_by_job(batches: list[Batch]) -> list[Batch]:
     """One victim per job with all its chosen tasks, in order of first appearance (KAI keys a scenario's
     victims by job: ``BaseScenario.appendTasksAsVictimJob``)."""
@@ -347,8 +351,14 @@ class VictimQueue:
 
     # ---- pop
 
-    def pop(self) -> Optional[Batch]:
-        """The next victim batch, or None when no candidate is left."""
+    def _push(self, leaf: int, j: int, rep: frozenset) -> None:
+        self._seq += 1
+        heapq.heappush(self._heaps.setdefault(leaf, []), (self._rep_key(j, rep), self._seq, j, rep))
+
+    def pop(self, recorded: frozenset = frozenset()) -> Optional[Batch]:
+        """The next victim batch, or None when no candidate is left. A pop whose tasks include one of
+        ``recorded`` (victims already part of every scenario) pushes the job back without them and returns
+        :data:`SKIPPED` (KAI ``addNextPotentialVictims``)."""
         while self._roots:
             leaf = self._best_leaf(self._select(self._roots))
             j, rep = self._take(leaf)
@@ -359,11 +369,15 @@ class VictimQueue:
             self._seen_jobs.add(j)
             self._popped[leaf] = self._popped[leaf] + self._rep_alloc(j, rep)
             tasks, rest = tasks_to_evict(self.s, j, rep)
+            if recorded and any(i in recorded for i in tasks):
+                remaining = [i for i in active_tasks(self.s, j, rep) if i not in recorded]
+                if remaining:
+                    self._push(leaf, j, frozenset(remaining))
+                if self._leaf_empty(leaf):
+                    self._unlink(leaf)
+                return SKIPPED
             if rest:
-                self._seq += 1
-                rest_rep = frozenset(rest)
-                heapq.heappush(self._heaps.setdefault(leaf, []),
-                               (self._rep_key(j, rest_rep), self._seq, j, rest_rep))
+                self._push(leaf, j, frozenset(rest))
             if self._leaf_empty(leaf):
                 self._unlink(leaf)
             if not tasks:
@@ -393,10 +407,16 @@ def node_gpu_capacity(session) -> np.ndarray:
     return cap
 
 
-def _node_gpu_capacity(ns) -> np.ndarray:
+def raw_gpu_capacity(session) -> np.ndarray:
+    """:func:`node_gpu_capacity` on every node, ready or not (KAI's accumulated-GPU filter and feasible nodes
+    read every node of the cluster). A new array."""
+    return _node_gpu_capacity(session.nodes, ready_only=False)
+
+
+def _node_gpu_capacity(ns, ready_only: bool = True) -> np.ndarray:
     cap = ns.idle[:, GPU] + ns.rel[:, GPU]
     if ns.sh_present.any():
         mem = np.where(ns.gpu_mem > 0, ns.gpu_mem, 1.0)[:, None]
         shared_free = np.where(ns.sh_present & ~ns.sh_marked, (ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel) / mem, 0.0)
         cap = cap + np.clip(shared_free, 0, None).sum(axis=1)
-    return np.where(ns.ready, cap, 0.0)
+    return np.where(ns.ready, cap, 0.0) if ready_only else cap

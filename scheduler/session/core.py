@@ -765,8 +765,9 @@ class Session:
         order = np.lexsort((cand, -sc))
         return cand[order].tolist()
 
-    def best_node(self, i: int, fit: Optional[NodeFit] = None) -> int:
-        """The first node of :meth:`ordered_nodes` (or -1), without sorting them all.
+    def best_node(self, i: int, fit: Optional[NodeFit] = None, allowed: Optional[np.ndarray] = None) -> int:
+        """The first node of :meth:`ordered_nodes` (or -1), without sorting them all; ``allowed`` (a boolean
+        mask over nodes) restricts the choice, as KAI's eviction simulations do to their feasible nodes.
 
         Node order only compares nodes, so each node's score may be replaced by any value that orders
         nodes the same way. Strategies with ``local_score`` give such a per-node value; then a cache per
@@ -778,13 +779,14 @@ class Session:
         if self.nodes.n == 0:
             return -1  # an empty cluster (e.g. nodes not readable yet): nothing fits anywhere
         if fit is not None:
-            if not fit.fits.any():
+            fits = fit.fits if allowed is None else fit.fits & allowed
+            if not fits.any():
                 return -1
-            return int(np.argmax(np.where(fit.fits, self.node_scores(i, fit), -np.inf)))
+            return int(np.argmax(np.where(fits, self.node_scores(i, fit), -np.inf)))
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
         if k == KIND_MEMORY or not hasattr(strategy, "local_score"):
-            return self.best_node(i, self.fit(i))
+            return self.best_node(i, self.fit(i), allowed)
         key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]))
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
@@ -807,6 +809,8 @@ class Session:
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
         values = entry[1]
+        if allowed is not None:
+            values = np.where(allowed, values, -np.inf)
         nom = self.nominated.get(i)
         if nom is not None and values[nom] > -np.inf:
             values = values.copy()
