@@ -8,7 +8,8 @@ verbosity 6 the lines that matter are (KAI commit d5bc503):
 - ``[<action>] Statement pipelined task: <ns/pod> to node: <node>, gpuGroup: <[...]>`` (``framework/statement.go``,
   V6) records where a pipeline operation put the task, and ``[<action>] Pipelining task: ns/pod`` (V4, at
   ``Statement.Commit``) commits it;
-- ``[<action>] Evicting task: ns/pod`` (V4, at commit): an eviction by that action;
+- ``[<action>] Evicting task: ns/pod`` (V4, at commit): an eviction by that action; stale-gang eviction calls
+  ``ssn.Evict`` without a statement and logs ``Evicted task: <ns/pod> due its job being a stale job`` (V3);
 - ``Resource division result for queue <q>: ... GPU: ... fairShare: <x> CPU (cores): ... fairShare: <y> memory
   (GB): ... fairShare: <z>`` (``resource_division.go``, V3): the fair share of every queue, 3 decimals.
 
@@ -29,6 +30,7 @@ BIND = re.compile(r"Creating bind request for task <([^>]+)> to node <([^>]+)> g
 PIPELINED = re.compile(r"Statement pipelined task: <([^>]+)> to node: <([^>]+)>, gpuGroup: <\[([^\]]*)\]>")
 PIPELINING = re.compile(r"Pipelining task: (\S+)")
 EVICTING = re.compile(r"Evicting task: (\S+)")
+STALE_EVICTED = re.compile(r"Evicted task: <([^>]+)> due its job being a stale job")
 DIVISION = re.compile(r"Resource division result for queue <([^>]+)>: .*?GPU: (.*?) CPU \(cores\): (.*?) "
                       r"memory \(GB\): (.*)$")
 FIELD = re.compile(r"(\w+): <([^>]*)>")
@@ -80,6 +82,10 @@ def parse_log(text: str) -> Decisions:
                 out.actions[p.group(1)] = action
         elif "Evicting task:" in line:
             e = EVICTING.search(line)
+            if e:
+                out.evicted[e.group(1)] = action
+        elif "due its job being a stale job" in line:  # stalegangeviction evicts through ssn.Evict, no statement
+            e = STALE_EVICTED.search(line)
             if e:
                 out.evicted[e.group(1)] = action
         elif "Resource division result" in line:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
 from .decisions import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT, PIPELINED, ScheduleResult
+from .session.predicates import matches_node, untolerated_taints
 from .fairshare import compute_fair_share
 from .model import ACTIVE_ALLOCATED_STATUSES, ALLOCATED_STATUSES, ExternalUsage, Job, Node, Snapshot, Task
 
@@ -31,7 +32,9 @@ class Counterfactual:
     """A change that would let the job start.
 
     ``kind``: ``raise_limit`` | ``raise_quota`` | ``release`` | ``consolidate`` | ``add_nodes`` |
-    ``larger_node`` | ``fragmented`` | ``none``. ``verified`` is True when an engine re-run on a modified copy showed the job start.
+    ``larger_node`` | ``fragmented`` | ``constraints`` (no node passes the pod's node constraints) |
+    ``pod_grouper`` (KAI does not consider the pods yet) | ``none``. ``verified`` is True when an engine re-run on
+    a modified copy showed the job start.
     """
 
     kind: str
@@ -204,9 +207,15 @@ class _Explainer:
             exp.message += (f" [queue {job.queue} holds {_fmt(share.allocated)} against a fair share of "
                             f"{_fmt(share.fair_share)}: its jobs go after queues below their share and it cannot "
                             f"reclaim]")
-        if decision.status == "pipelined" or decision.reason == PIPELINED:
+        blocked, counts = self.constraints_block(job, tasks) if tasks and not job.waiting_for else (None, {})
+        if job.waiting_for:
+            exp.counterfactual = _waiting(job)
+        elif decision.status == "pipelined" or decision.reason == PIPELINED:
             exp.counterfactual = Counterfactual("none", "placed on resources that are being released; it starts "
                                                 "when they are freed (no change needed)")
+        elif blocked is not None:
+            exp.counterfactual = blocked
+            exp.numbers["nodes_failing_constraints"] = counts
         elif decision.reason == OVER_LIMIT:
             exp.counterfactual = self.over_limit(job, decision.details, request)
         elif decision.reason == NON_PREEMPTIBLE_OVER_QUOTA:
@@ -218,6 +227,42 @@ class _Explainer:
             cf.message += " (the search for a verified change stopped at its time budget)"
         exp.search_ms = (time.perf_counter() - t0) * 1000
         return exp
+
+    def constraints_block(self, job: Job, tasks: list[Task]) -> tuple[Optional[Counterfactual], dict[str, int]]:
+        """When no schedulable node passes a task's node constraints (taints, node selector / affinity, missing
+        ConfigMaps), say which and on how many nodes (``{check: nodes}``): no queue or capacity change can
+        help."""
+        nodes = [n for n in self.nodes if n.schedulable]
+        for t in tasks:
+            c = t.constraints
+            missing = [] if c is None or self.snapshot.config_maps is None else [
+                m for m in c.config_maps if f"{job.namespace or 'default'}/{m}" not in self.snapshot.config_maps]
+            if missing:
+                return Counterfactual("constraints", f"pod {t.name} mounts ConfigMap(s) that do not exist "
+                                      f"({', '.join(missing)}): KAI schedules it nowhere until they are created"), \
+                    {"missing ConfigMaps": len(nodes)}
+            tainted = [n for n in nodes if untolerated_taints(n, c)]
+            unmatched = [n for n in nodes if not matches_node(c, n)]
+            passing = [n for n in nodes if n not in tainted and n not in unmatched]
+            if passing or not nodes:
+                continue
+            counts: dict[str, int] = {}
+            parts = []
+            if unmatched:
+                counts["node affinity/selector"] = len(unmatched)
+                parts.append(f"{len(unmatched)} of {len(nodes)} nodes do not match its node selector / affinity")
+            if tainted:
+                common: dict[str, int] = {}
+                for n in tainted:
+                    for taint in untolerated_taints(n, c):
+                        label = f"{taint.key}={taint.value}:{taint.effect}" if taint.value else f"{taint.key}:{taint.effect}"
+                        common[label] = common.get(label, 0) + 1
+                top = sorted(common.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+                counts["taints"] = len(tainted)
+                parts.append(f"{len(tainted)} have taints it does not tolerate (most often {top})")
+            return Counterfactual("constraints", f"no node passes pod {t.name}'s constraints: " + "; ".join(parts)
+                                  + ": add a toleration or change the selector, or label / untaint nodes"), counts
+        return None, {}
 
     # ------------------------------------------------------------------ queue limit / quota
 
@@ -459,6 +504,16 @@ class _Explainer:
         """Running jobs of ``queue`` holding GPUs, in KAI's victim order: lower priority, then younger first."""
         jobs = [j for j in self.snapshot.jobs if j.queue == queue and self._job_gpus(j) > 0]
         return sorted(jobs, key=lambda j: (j.priority, -(j.last_start_time or j.creation_time), j.key))
+
+
+def _waiting(job: Job) -> Counterfactual:
+    if job.waiting_for == "pod-grouper":
+        return Counterfactual("pod_grouper", "waiting for the pod-grouper: the pod is in no PodGroup yet, so KAI "
+                              "neither schedules it nor counts it in fair share; it is considered once the "
+                              "pod-grouper creates its PodGroup (check that KAI's pod-grouper runs and that the "
+                              "pod's owner kind is supported)", queue=job.queue)
+    return Counterfactual("none", f"queue {job.queue!r} does not exist: KAI does not schedule the job or count it "
+                          "in fair share until the queue is created or the job is moved", queue=job.queue)
 
 
 def explain_pending(snapshot: Snapshot, result: ScheduleResult, *, budget_ms_per_job: float = 200.0,

@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 import numpy as np
 
 from .model import (ALLOCATED_STATUSES, NON_PREEMPTIBLE_PRIORITY, RESOURCES, UNLIMITED, Queue, Snapshot,
-                    memory_to_fraction)
+                    has_gpu_memory_value, memory_to_fraction)
 
 MAX_ROUNDS = 10_000
 """Safety cap on over-quota rounds per priority bucket (KAI has none; real divisions end in a few rounds)."""
@@ -364,10 +364,11 @@ def _claim(q: Queue, s: QueueShare) -> Claim:
 # ---------------------------------------------------------------------------------------------- snapshot
 
 def cluster_total(snapshot: Snapshot) -> dict[str, float]:
-    """Resources KAI divides: allocatable of Ready nodes minus what other schedulers' pods hold (§b.1)."""
+    """Resources KAI divides: allocatable of schedulable nodes (Ready, no pressure condition, not cordoned: KAI's
+    ``ValidateIsNodeReady``) minus what other schedulers' pods hold (§b.1)."""
     total = {r: 0.0 for r in RESOURCES}
     for n in snapshot.nodes:
-        if not n.ready:
+        if not n.schedulable:
             continue
         total["gpu"] += n.gpus - n.external.gpus
         total["cpu"] += n.cpu_millis - n.external.cpu_millis
@@ -376,8 +377,9 @@ def cluster_total(snapshot: Snapshot) -> dict[str, float]:
 
 
 def min_node_gpu_memory_mib(snapshot: Snapshot) -> Optional[float]:
-    """The smallest GPU memory of any node with GPUs (KAI ``MinNodeGPUMemoryMiB``), or None without GPUs."""
-    mems = [n.gpu_memory_mib for n in snapshot.nodes if n.gpus > 0 and n.gpu_memory_mib > 0]
+    """The smallest GPU memory of any node that reports one (KAI ``MinNodeGPUMemoryMiB``: nodes at the 100 MiB
+    default an unlabelled node gets are left out), or None when no node does."""
+    mems = [n.gpu_memory_mib for n in snapshot.nodes if has_gpu_memory_value(n.gpu_memory_mib)]
     return min(mems) if mems else None
 
 
@@ -392,11 +394,11 @@ class TaskTable:
     snapshot), ``gpu``, ``gmem`` (``gpu_memory_mib``, NaN when absent), ``dev`` (``gpu_devices``), ``cpu``,
     ``mem`` (float64 / int64 arrays) and ``task_job`` (job index of each task). Job columns: ``job_counts``
     (tasks per job), ``job_queue_id`` (index into ``queue_names``, the jobs' queue names in order of first
-    appearance) and ``job_non_preemptible``.
+    appearance), ``job_non_preemptible`` and ``job_grouped`` (False: KAI does not consider the job, ``Job.waiting_for``).
     """
 
     __slots__ = ("snapshot", "tasks", "status", "node", "gpu", "gmem", "dev", "cpu", "mem", "task_job",
-                 "job_counts", "queue_names", "job_queue_id", "job_non_preemptible", "_status_codes")
+                 "job_counts", "queue_names", "job_queue_id", "job_non_preemptible", "job_grouped", "_status_codes")
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> "TaskTable":
@@ -409,6 +411,7 @@ class TaskTable:
         counts: list[int] = []
         queue_ids: list[int] = []
         non_preemptible: list[bool] = []
+        grouped: list[bool] = []
         ids: dict[str, int] = {}
         add_tasks, add_count, add_queue, add_np, queue_id = (tasks.extend, counts.append, queue_ids.append,
                                                              non_preemptible.append, ids.setdefault)
@@ -419,6 +422,7 @@ class TaskTable:
             add_queue(queue_id(job.queue, len(ids)))
             explicit = job.preemptible  # Job.is_preemptible, inlined
             add_np((not explicit) if explicit is not None else job.priority >= NON_PREEMPTIBLE_PRIORITY)
+            grouped.append(job.waiting_for is None)
         status: list[str] = []
         node: list = []
         gpu: list = []
@@ -447,6 +451,7 @@ class TaskTable:
         self.job_queue_id = np.array(queue_ids, dtype=np.int64)
         self.queue_names = list(ids)
         self.job_non_preemptible = np.array(non_preemptible, dtype=bool)
+        self.job_grouped = np.array(grouped, dtype=bool)
         self._status_codes = None
         return self
 
@@ -454,13 +459,14 @@ class TaskTable:
         return len(self.tasks)
 
     def status_masks(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(allocated, pending)`` boolean masks: running|binding (KAI ``AllocatedStatus``), and pending."""
+        """``(allocated, pending)`` boolean masks: running|binding (KAI ``AllocatedStatus``), and pending — a task
+        ``pipelined`` in the input is a Pending pod with a nominated node to KAI, so it counts as pending."""
         if self._status_codes is None:
             st = np.array(self.status, dtype=object)
             allocated = np.zeros(len(st), dtype=bool)
             for s in ALLOCATED_STATUSES:
                 allocated |= st == s
-            self._status_codes = (allocated, st == "pending")
+            self._status_codes = (allocated, (st == "pending") | (st == "pipelined"))
         return self._status_codes
 
 
@@ -479,8 +485,8 @@ def queue_demand(snapshot: Snapshot, tasks: Optional[TaskTable] = None) -> dict[
 
     Allocated = tasks running or binding (KAI ``AllocatedStatus``), fractional GPUs counted on their node
     (``Task.gpus_on``; a gpu-memory task on an unknown node is converted with the smallest node GPU memory);
-    requested adds pending tasks, gpu-memory requests converted with the smallest node GPU memory
-    (kai-semantics.md §b.1.3). ``tasks`` is the snapshot's :class:`TaskTable` when the caller has one.
+    requested adds pending tasks, gpu-memory requests converted with the smallest node GPU memory and not rounded
+    (KAI ``GpuMemoryAsGpuFraction``; kai-semantics.md §b.1.3). Jobs KAI does not consider (``Job.waiting_for``) count nowhere. ``tasks`` is the snapshot's :class:`TaskTable` when the caller has one.
 
     Vectorised over the task columns; the sums are taken per job, then per queue in job order, exactly as a
     task-by-task loop would add them (``bincount`` adds in index order), so the floats are the loop's.
@@ -506,11 +512,16 @@ def queue_demand(snapshot: Snapshot, tasks: Optional[TaskTable] = None) -> dict[
         on = np.array([node_mem.get(names[i], fallback) for i in alloc_mem.tolist()], dtype=float)
         gpu_alloc[alloc_mem] = dev[alloc_mem] * _memory_fractions(gmem[alloc_mem], on)
     pend_mem = np.nonzero(pending & has_mem)[0]
-    if pend_mem.size and min_mem is not None:
-        gpu_pend[pend_mem] = dev[pend_mem] * _memory_fractions(gmem[pend_mem], np.full(pend_mem.size, min_mem))
+    if pend_mem.size and min_mem is not None:  # KAI GpuMemoryAsGpuFraction: not rounded (rounding is placement's)
+        gpu_pend[pend_mem] = dev[pend_mem] * (gmem[pend_mem] / min_mem)
 
     task_job = table.task_job
     job_queue = table.job_queue_id
+    if not table.job_grouped.all():  # jobs KAI does not consider (Job.waiting_for) are in no queue's numbers
+        outside = ~table.job_grouped[task_job]
+        allocated, pending = allocated & ~outside, pending & ~outside
+        gpu_alloc = np.where(outside, 0.0, gpu_alloc)
+        gpu_pend = np.where(outside, 0.0, gpu_pend)
     n_queues = len(table.queue_names)
     non_preemptible = table.job_non_preemptible
     columns = []

@@ -41,6 +41,18 @@ PLACEMENT_STRATEGIES = ["binpack", "spread"]
 
 GPU_DEVICE_ORDERS = ("pack", "spread")
 
+DEFAULT_GPU_MEMORY_MIB = 100.0
+"""KAI's ``DefaultGpuMemory``: the GPU memory of a node without a usable ``nvidia.com/gpu.memory`` label. Nodes at
+or below it have no real GPU-memory value: KAI leaves them out of the smallest / largest node GPU memory."""
+
+WAITING_FOR = ("pod-grouper", "queue")
+"""Values of ``Job.waiting_for``."""
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+"""Node selector requirement operators (label selectors of pods use the first four)."""
+
 DEFAULT_QUEUE_PRIORITY = 100
 DEFAULT_JOB_PRIORITY = 50
 NON_PREEMPTIBLE_PRIORITY = 100
@@ -85,6 +97,154 @@ class ExternalUsage:
 
 
 @dataclass
+class Taint:
+    """A node taint (``spec.taints[]``)."""
+
+    key: str
+    effect: str = "NoSchedule"
+    value: str = ""
+
+
+@dataclass
+class Toleration:
+    """A pod toleration (``spec.tolerations[]``); an empty key with ``Exists`` tolerates every taint."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""  # empty: every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' ``ToleratesTaint``."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass
+class Requirement:
+    """One requirement of a node selector term or a label selector: ``key operator values``."""
+
+    key: str
+    operator: str = "In"
+    values: list[str] = field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Kubernetes' selector semantics (``Gt`` / ``Lt`` compare integers)."""
+        value = labels.get(self.key)
+        op = self.operator
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        try:
+            have, bound = int(value), int(self.values[0])  # type: ignore[arg-type]
+        except (TypeError, ValueError, IndexError):
+            return False
+        return have > bound if op == "Gt" else have < bound
+
+
+@dataclass
+class NodeSelectorTerm:
+    """One term of a required node affinity: every requirement must hold (``match_fields`` read the node's
+    ``metadata.name``)."""
+
+    match_expressions: list[Requirement] = field(default_factory=list)
+    match_fields: list[Requirement] = field(default_factory=list)
+
+
+@dataclass
+class LabelSelector:
+    """A pod label selector: ``match_labels`` and ``match_expressions`` must all hold (empty = everything)."""
+
+    match_labels: dict[str, str] = field(default_factory=dict)
+    match_expressions: list[Requirement] = field(default_factory=list)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        for k, v in self.match_labels.items():
+            if labels.get(k) != v:
+                return False
+        return all(r.matches(labels) for r in self.match_expressions)
+
+
+@dataclass
+class PodAffinityTerm:
+    """A required inter-pod (anti-)affinity term: pods matching ``selector`` in ``namespaces`` (None: the pod's
+    own namespace; empty list with ``all_namespaces``: every namespace) within the same ``topology_key`` domain."""
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: Optional[list[str]] = None
+    all_namespaces: bool = False
+    weight: int = 0  # preferred terms only (1-100)
+
+    def applies_to(self, namespace: str, own_namespace: str) -> bool:
+        if self.all_namespaces:
+            return True
+        return namespace in self.namespaces if self.namespaces else namespace == own_namespace
+
+
+@dataclass
+class HostPort:
+    """A host port a pod binds (``containers[].ports[].hostPort``)."""
+
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+    def conflicts(self, other: "HostPort") -> bool:
+        """Kubernetes' NodePorts check: same port and protocol, and the same IP or either on all addresses."""
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        wild = ("", "0.0.0.0", "::")
+        return self.host_ip in wild or other.host_ip in wild or self.host_ip == other.host_ip
+
+
+@dataclass
+class PodConstraints:
+    """What KAI's predicates read from a pod spec (snapshot format v1.1): labels (for others' inter-pod
+    affinity), tolerations, node selector, required node affinity, required and preferred inter-pod affinity and
+    anti-affinity, host ports, and the ConfigMaps it needs. Tasks of one job may share one instance: treat it as
+    read-only."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    tolerations: list[Toleration] = field(default_factory=list)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    node_affinity: list[NodeSelectorTerm] = field(default_factory=list)
+    pod_affinity: list[PodAffinityTerm] = field(default_factory=list)
+    pod_anti_affinity: list[PodAffinityTerm] = field(default_factory=list)
+    preferred_pod_affinity: list[PodAffinityTerm] = field(default_factory=list)
+    preferred_pod_anti_affinity: list[PodAffinityTerm] = field(default_factory=list)
+    host_ports: list[HostPort] = field(default_factory=list)
+    config_maps: list[str] = field(default_factory=list)
+
+    @property
+    def filters_nodes(self) -> bool:
+        """True when a node predicate depends on this pod (tolerations alone do not: taints decide)."""
+        return bool(self.node_selector or self.node_affinity or self.pod_affinity or self.pod_anti_affinity
+                    or self.host_ports)
+
+
+@dataclass
+class ExternalPod:
+    """A pod of another scheduler that KAI's predicates see on a node: its namespace, the labels some inter-pod
+    (anti-)affinity selector reads, its host ports and its required anti-affinity (symmetry)."""
+
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+    host_ports: list[HostPort] = field(default_factory=list)
+    pod_anti_affinity: list[PodAffinityTerm] = field(default_factory=list)
+
+
+@dataclass
 class Node:
     """A Kubernetes node as the scheduler sees it (allocatable capacity)."""
 
@@ -98,6 +258,15 @@ class Node:
     labels: dict[str, str] = field(default_factory=dict)
     ready: bool = True
     external: ExternalUsage = field(default_factory=ExternalUsage)
+    unschedulable: bool = False
+    """``spec.unschedulable`` (cordoned): like a not-Ready node, it takes nothing and counts nothing."""
+    taints: list[Taint] = field(default_factory=list)
+    external_pods: list[ExternalPod] = field(default_factory=list)
+
+    @property
+    def schedulable(self) -> bool:
+        """KAI's node condition check: Ready (no pressure condition) and not cordoned."""
+        return self.ready and not self.unschedulable
 
     @property
     def pool(self) -> str:
@@ -180,6 +349,8 @@ class Task:
     subgroup: Optional[str] = None
     creation_time: Optional[float] = None
     usage: Optional[TaskUsage] = None
+    constraints: Optional[PodConstraints] = None
+    """What KAI's predicates read from the pod spec (None: no labels, tolerations or constraints)."""
     uid: Optional[str] = None
     """Kubernetes UID: KAI's last tie-breaker in task order (after creation time); absent → the name."""
 
@@ -226,8 +397,12 @@ class Job:
     stale_grace_period_s: Optional[float] = None
     duration_s: Optional[float] = None
     tasks: list[Task] = field(default_factory=list)
+    waiting_for: Optional[str] = None
+    """Why KAI does not consider the job at all: ``pod-grouper`` (pods in no PodGroup yet) or ``queue`` (its
+    queue does not exist). KAI neither schedules such a job nor counts it in fair share; its pods already on a
+    node keep holding their resources there."""
     uid: Optional[str] = None
-    """Kubernetes UID of the PodGroup: KAI's last tie-breaker in job order; absent → the key."""
+    """Kubernetes UID of the PodGroup (informational: KAI's job order breaks ties by the PodGroup's name)."""
 
     @property
     def key(self) -> str:
@@ -252,6 +427,8 @@ class Snapshot:
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
     time: float = 0.0
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    config_maps: Optional[list[str]] = None
+    """``namespace/name`` of the ConfigMaps that exist; None: not known (KAI's ConfigMap predicate is skipped)."""
     version: int = 1
 
     def copy(self) -> "Snapshot":
@@ -285,9 +462,23 @@ class Snapshot:
                 yield job, task
 
 
+def has_gpu_memory_value(gpu_memory_mib: float) -> bool:
+    """KAI's ``MemoryOfEveryGpuOnNode > DefaultGpuMemory``: the node reports a real GPU memory."""
+    return gpu_memory_mib > DEFAULT_GPU_MEMORY_MIB
+
+
 def memory_to_fraction(gpu_memory_mib: float, node_gpu_memory_mib: float) -> float:
-    """KAI's conversion of a ``gpu-memory`` request to a fraction of a device: ceil to 0.01."""
+    """KAI's conversion of a ``gpu-memory`` request to a fraction of a device: ceil to 0.01, with KAI's float
+    arithmetic (``math.Ceil(memory / nodeMemory * 100) / 100``, float noise included, so that the same requests
+    fit the same devices)."""
     if node_gpu_memory_mib <= 0:
         return 1.0
-    # Round the quotient to 9 places first so that exact multiples do not round up on float noise.
-    return math.ceil(round(gpu_memory_mib / node_gpu_memory_mib * 100, 9)) / 100
+    return math.ceil(gpu_memory_mib / node_gpu_memory_mib * 100) / 100
+
+
+def memory_as_gpus(gpu_memory_mib: float, devices: int, gpu_memory_of_device: Optional[float]) -> float:
+    """KAI's ``GpuMemoryAsGpuFraction``: a gpu-memory request as GPUs for queue accounting (count × memory /
+    device memory, not rounded); 0 without a device memory to divide by."""
+    if gpu_memory_of_device is None or gpu_memory_of_device <= 0 or gpu_memory_mib <= 0:
+        return 0.0
+    return float(devices) * (gpu_memory_mib / gpu_memory_of_device)

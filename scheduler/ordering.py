@@ -12,15 +12,14 @@
   6. smaller dominant resource share without it;
   7. component-wise smaller allocatable share first;
   8. older queue first (then name, where KAI's heap order would decide).
-- Hierarchy (``actions/utils/job_order_by_queue.go``): descend from the top-level queues choosing the best
-  child at each level, pop the best job of the chosen leaf. After every pop the path is re-evaluated, so
-  allocations made in the meantime (Allocated grows in-session) change the next choice. Sibling subtrees that
-  did not change keep their cached keys, as KAI's heap keeps their positions.
+- Hierarchy (``actions/utils/job_order_by_queue.go``): one heap of child queues per level (of jobs for a leaf),
+  Go's ``container/heap`` operations; a queue is compared using the job at the top of its subtree as the tops of
+  the child heaps are, without fixing them first; after a pop the queues on the path are marked and re-placed
+  lazily (``heap.Fix(0)``) when the next traversal meets them at the top (:class:`JobsOrderByQueues`).
 """
 
 from __future__ import annotations
 
-import heapq
 from typing import Optional
 
 import numpy as np
@@ -32,9 +31,11 @@ NO_FAIR_SHARE_DRF_MULTIPLIER = 1000.0
 
 
 def job_order_key(session, j: int) -> tuple:
-    """Sort key of KAI's job order (smaller = tried first)."""
+    """Sort key of KAI's job order (smaller = tried first): priority, elastic state, creation time, then what KAI
+    calls the job's UID, which is the PodGroup's name (``PodGroupInfo.UID``, ``cluster_info.snapshotPodGroups``);
+    the namespace last, where KAI itself would merge two PodGroups of one name."""
     info = session.jobs[j]
-    return (-info.priority, session.elastic_state(j), info.creation, info.key)
+    return (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
 
 
 def dominant_resource_share(allocated: np.ndarray, allocatable: np.ndarray, total: np.ndarray) -> float:
@@ -124,95 +125,223 @@ def unlink_chain(children: dict[int, set[int]], roots: set[int], chain: list[int
     roots.discard(cur)
 
 
+def _heap_up(h: list, j: int, less) -> None:
+    """Go ``container/heap`` up."""
+    while True:
+        i = (j - 1) // 2
+        if i == j or j <= 0 or not less(h[j], h[i]):
+            break
+        h[i], h[j] = h[j], h[i]
+        j = i
+
+
+def _heap_down(h: list, i0: int, n: int, less) -> bool:
+    """Go ``container/heap`` down; True when the element moved."""
+    i = i0
+    while True:
+        j1 = 2 * i + 1
+        if j1 >= n or j1 < 0:
+            break
+        j = j1
+        j2 = j1 + 1
+        if j2 < n and less(h[j2], h[j1]):
+            j = j2
+        if not less(h[j], h[i]):
+            break
+        h[i], h[j] = h[j], h[i]
+        i = j
+    return i > i0
+
+
+class _Heap:
+    """A Go ``container/heap`` priority queue (``scheduler_util.PriorityQueue``): same pushes, pops and fixes,
+    so the same elements sit at the top when the comparison is the same."""
+
+    __slots__ = ("items", "less")
+
+    def __init__(self, less):
+        self.items: list = []
+        self.less = less
+
+    def push(self, x) -> None:
+        self.items.append(x)
+        _heap_up(self.items, len(self.items) - 1, self.less)
+
+    def pop(self):
+        h = self.items
+        n = len(h) - 1
+        h[0], h[n] = h[n], h[0]
+        _heap_down(h, 0, n, self.less)
+        return h.pop()
+
+    def fix0(self) -> None:
+        if not _heap_down(self.items, 0, len(self.items), self.less):
+            _heap_up(self.items, 0, self.less)
+
+    def peek(self):
+        return self.items[0]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class _QueueNode:
+    """A queue of the hierarchy (KAI ``queueNode``): a heap of child nodes, or of jobs for a leaf."""
+
+    __slots__ = ("q", "children", "needs_reorder", "parent", "is_leaf", "key_cache")
+
+    def __init__(self, q: int, children: _Heap, is_leaf: bool):
+        self.q, self.children, self.is_leaf = q, children, is_leaf
+        self.needs_reorder = False
+        self.parent: Optional[_QueueNode] = None
+        self.key_cache: Optional[tuple] = None
+
+
 class JobsOrderByQueues:
-    """KAI's hierarchical job queue: ``pop()`` the next job to try, ``push()`` one back (elastic growth)."""
+    """KAI's hierarchical job queue (``actions/utils/job_order_by_queue.go``): ``pop()`` the next job to try,
+    ``push()`` one back (elastic growth).
+
+    Every queue level is a heap ordered by KAI's queue order, each queue compared with the job at the top of its
+    subtree found by following the tops of the child heaps *as they are* (KAI does not fix a child heap before
+    a parent comparison reads it). After a pop or push the queues on the path are marked and re-placed lazily:
+    only when the traversal meets a marked queue at the top of its heap is it fixed (``heap.Fix(0)``). The heaps
+    are Go's ``container/heap`` operations, so with KAI's comparison they hold the same order.
+
+    Deterministic where KAI is not: KAI's queue order ends with "older queue first" and leaves equal creation
+    times unordered, so equal queues sit wherever the heap's insertion order (Go map iteration over jobs) put
+    them; kaidash breaks that tie by queue name (then index), which makes the order a total one and the result
+    independent of insertion order (jobs are pushed in snapshot order).
+    """
 
     def __init__(self, session, jobs: list[int]):
         self.session = session
-        qs = session.queues
-        self._heaps: dict[int, list] = {}
-        self._active_children: dict[int, set[int]] = {}
-        self._roots: set[int] = set()
-        self._cache: dict[int, tuple] = {}   # queue -> (best child or -1, best job, key)
-        self._init_res: dict[int, np.ndarray] = {}
-        self._qs = qs
+        self._qs = session.queues
+        self._roots = _Heap(self._node_less)
+        self._nodes: dict[int, _QueueNode] = {}
+        self._job_keys: dict[int, tuple] = {}
+        self._init_res: dict[int, tuple] = {}
         for j in jobs:
             self.push(j)
 
     def __len__(self) -> int:
-        return sum(len(h) for h in self._heaps.values())
+        return sum(len(n.children) for n in self._nodes.values() if n.is_leaf)
+
+    # ------------------------------------------------------------------ public
 
     def push(self, j: int) -> None:
-        """Add a job (again) to its leaf queue; its ordering keys are recomputed."""
+        """Add a job (again) to its leaf queue; its ordering key is recomputed (KAI ``PushJob``)."""
         s = self.session
         q = s.jobs[j].queue
-        heap = self._heaps.setdefault(q, [])
+        self._job_keys[j] = job_order_key(s, j)
         self._init_res.pop(j, None)
-        heapq.heappush(heap, (job_order_key(s, j), j))
-        link_chain(self._active_children, self._roots, self._qs.chains[q])
-        self._mark_dirty(q)
+        leaf = self._nodes.get(q)
+        new = leaf is None
+        if new:
+            leaf = self._nodes[q] = _QueueNode(q, _Heap(self._job_less), True)
+        leaf.children.push(j)
+        if new:
+            self._link(leaf)
+        self._mark(leaf)
 
     def pop(self) -> Optional[int]:
-        """The next job in queue order, or None when none is left."""
-        if not self._roots:
+        """The next job in KAI's order, or None when none is left (KAI ``PopNextJob``)."""
+        if not len(self._roots):
             return None
-        q = self._select(self._roots)
-        while q in self._active_children:
-            entry = self._best(q)
-            q = entry[0]
-        heap = self._heaps[q]
-        _, j = heapq.heappop(heap)
-        self._init_res.pop(j, None)
-        self._mark_dirty(q)
-        if not heap:
-            self._deactivate(q)
+        leaf = self._traverse(self._roots)
+        if leaf is None:
+            return None
+        j = leaf.children.pop()
+        self._after_pop(leaf)
         return j
 
-    # ------------------------------------------------------------------ internals
+    # ------------------------------------------------------------------ tree
 
-    def _mark_dirty(self, q: int) -> None:
-        for a in self._qs.chains[q]:
-            self._cache.pop(a, None)
+    def _link(self, node: _QueueNode) -> None:
+        """KAI ``ensureAncestorChainForPush``: hang a new node under its parent, creating parents as needed."""
+        qs = self._qs
+        parent_q = int(qs.parent[node.q])
+        if parent_q < 0:
+            if node.parent is None:
+                self._roots.push(node)
+            return
+        parent = self._nodes.get(parent_q)
+        created = parent is None
+        if created:
+            parent = self._nodes[parent_q] = _QueueNode(parent_q, _Heap(self._node_less), False)
+        if node.parent is None:
+            node.parent = parent
+            parent.children.push(node)
+        if created:
+            self._link(parent)
 
-    def _deactivate(self, q: int) -> None:
-        del self._heaps[q]
-        unlink_chain(self._active_children, self._roots, self._qs.chains[q])
+    def _mark(self, node: Optional[_QueueNode]) -> None:
+        while node is not None:
+            node.needs_reorder = True
+            node = node.parent
 
-    def _job_resources(self, j: int) -> np.ndarray:
-        res = self._init_res.get(j)
-        if res is None:
+    def _traverse(self, heap: _Heap) -> Optional[_QueueNode]:
+        while True:
+            node = self._next(heap)
+            if node is None or node.is_leaf:
+                return node
+            heap = node.children
+
+    def _next(self, heap: _Heap) -> Optional[_QueueNode]:
+        """KAI ``getNextNode``: fix a marked top once, then take the top."""
+        while len(heap):
+            node = heap.peek()
+            if node.needs_reorder:
+                heap.fix0()
+                node.needs_reorder = False
+                continue
+            return node if len(node.children) else None
+        return None
+
+    def _after_pop(self, node: _QueueNode) -> None:
+        """KAI ``handlePopFromNode``: drop emptied queues (they are at the top of their parent's heap) and mark
+        the path for re-placement."""
+        while True:
+            if len(node.children):
+                self._mark(node)
+                return
+            (node.parent.children if node.parent is not None else self._roots).pop()
+            del self._nodes[node.q]
+            if node.parent is None:
+                return
+            node = node.parent
+
+    # ------------------------------------------------------------------ comparisons
+
+    def _job_less(self, a: int, b: int) -> bool:
+        return self._job_keys[a] < self._job_keys[b]
+
+    def _best_job(self, node: _QueueNode) -> int:
+        """KAI ``getBestJobFromNode``: follow the tops of the child heaps without fixing them."""
+        while not node.is_leaf:
+            node = node.children.peek()
+        return node.children.peek()
+
+    def _job_resources(self, j: int):
+        hit = self._init_res.get(j)
+        version = self.session.job_version[j]
+        if hit is None or hit[0] != version:
             s = self.session
-            res = s.job_request(j, s.tasks_to_allocate(j), s.min_gpu_mem)
-            self._init_res[j] = res
-        return res
+            hit = self._init_res[j] = (version, s.job_request(j, s.tasks_to_allocate(j), s.min_gpu_mem))
+        return hit[1]
 
-    def _best(self, q: int) -> tuple:
-        """``(best child or -1, best job, key)`` of an active queue, cached until its subtree changes."""
-        entry = self._cache.get(q)
-        if entry is not None:
-            return entry
-        if q in self._heaps and q not in self._active_children:
-            j = self._heaps[q][0][1]
-            entry = (-1, j, queue_key(self.session, q, self._job_resources(j)))
-        else:
-            child = self._select(self._active_children[q])
-            j = self._best(child)[1]
-            entry = (child, j, queue_key(self.session, q, self._job_resources(j)))
-        self._cache[q] = entry
-        return entry
+    def _key(self, node: _QueueNode) -> tuple:
+        j = self._best_job(node)
+        stamp = (self._qs.version[node.q], j, self.session.job_version[j])
+        cached = node.key_cache
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        key = queue_key(self.session, node.q, self._job_resources(j))
+        node.key_cache = (stamp, key)
+        return key
 
-    def _select(self, queues) -> int:
-        """The queue that goes first: the smallest keys 1–6; on an exact tie keys 7, 8 (and name)."""
-        keyed = [(self._best(q)[2], q) for q in queues]
-        if len(keyed) == 1:
-            return keyed[0][1]
-        low = min(keyed)
-        tied = [q for key, q in keyed if key == low[0]]
-        if len(tied) == 1:
-            return tied[0]
-        s = self.session
-        best = tied[0]
-        for q in tied[1:]:
-            if queue_less(s, q, low[0], best, low[0]):
-                best = q
-        return best
+    def _node_less(self, a: _QueueNode, b: _QueueNode) -> bool:
+        if not len(a.children):
+            return True
+        if not len(b.children):
+            return False
+        return queue_less(self.session, a.q, self._key(a), b.q, self._key(b))

@@ -26,19 +26,37 @@ from .model import (
     GPU_DEVICE_ORDERS,
     PLACEMENT_STRATEGIES,
     RESOURCES,
+    SELECTOR_OPERATORS,
+    TAINT_EFFECTS,
     TASK_STATUSES,
+    TOLERATION_OPERATORS,
+    WAITING_FOR,
+    ExternalPod,
     ExternalUsage,
+    HostPort,
     Job,
+    LabelSelector,
     Node,
+    NodeSelectorTerm,
     PlacementConfig,
+    PodAffinityTerm,
+    PodConstraints,
     Queue,
     QueueResource,
+    Requirement,
     SchedulerConfig,
     Snapshot,
     SubGroup,
+    Taint,
     Task,
     TaskUsage,
+    Toleration,
 )
+
+VERSIONS = (1, 1.1)
+"""Snapshot format versions this kaidash reads. 1.1 = 1 + the fields KAI's predicates read (taints, pod
+constraints, external pods, ConfigMaps), job/task UIDs and ``waiting_for``; files are written as 1 unless
+one of those is used, so older kaidash versions keep reading what they can."""
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 _DECIMAL = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -218,6 +236,146 @@ def _parse_config(doc: Any, errs: _Collector) -> SchedulerConfig:
     return SchedulerConfig(**kw)
 
 
+def _str_dict(v: Any, p: str, e: _Collector) -> Optional[dict]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    bad = [k for k, val in m.items() if not isinstance(k, str) or not isinstance(val, str)]
+    for k in bad:
+        e.add(f"{p}.{k}", f"keys and values must be strings, got {m[k]!r}")
+    return None if bad else dict(m)
+
+
+def _str_list(v: Any, p: str, e: _Collector) -> list[str]:
+    out = []
+    for i, item in enumerate(_list(v, p, e)):
+        if isinstance(item, str):
+            out.append(item)
+        else:
+            e.add(f"{p}[{i}]", f"expected a string, got {item!r}")
+    return out
+
+
+def _objects(v: Any, p: str, e: _Collector, parse: Callable) -> list:
+    return [o for i, item in enumerate(_list(v, p, e)) if (o := parse(item, f"{p}[{i}]", e)) is not None]
+
+
+def _optional_str(v, p, e):
+    return "" if v is None else _string_or_empty(v, p, e)
+
+
+def _string_or_empty(value: Any, path: str, errs: _Collector) -> Optional[str]:
+    if not isinstance(value, str):
+        errs.add(path, f"expected a string, got {value!r}")
+        return None
+    return value
+
+
+def _parse_taint(v: Any, p: str, e: _Collector) -> Optional[Taint]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"key": _optional_str, "value": _optional_str,
+                           "effect": lambda x, pp, ee: _string(x, pp, ee, choices=TAINT_EFFECTS)}, p, e,
+                       required=("key", "effect"))
+    return Taint(**kw) if "effect" in kw and "key" in kw else None
+
+
+def _parse_toleration(v: Any, p: str, e: _Collector) -> Optional[Toleration]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"key": _optional_str, "value": _optional_str,
+                           "operator": lambda x, pp, ee: _string(x, pp, ee, choices=TOLERATION_OPERATORS),
+                           "effect": lambda x, pp, ee: "" if x in (None, "") else
+                           _string(x, pp, ee, choices=TAINT_EFFECTS)}, p, e)
+    return Toleration(**kw)
+
+
+def _parse_requirement(v: Any, p: str, e: _Collector) -> Optional[Requirement]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"key": lambda x, pp, ee: _string(x, pp, ee),
+                           "operator": lambda x, pp, ee: _string(x, pp, ee, choices=SELECTOR_OPERATORS),
+                           "values": _str_list}, p, e, required=("key", "operator"))
+    return Requirement(**kw) if "key" in kw and "operator" in kw else None
+
+
+def _parse_node_term(v: Any, p: str, e: _Collector) -> Optional[NodeSelectorTerm]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"match_expressions": lambda x, pp, ee: _objects(x, pp, ee, _parse_requirement),
+                           "match_fields": lambda x, pp, ee: _objects(x, pp, ee, _parse_requirement)}, p, e)
+    return NodeSelectorTerm(**kw)
+
+
+def _parse_selector(v: Any, p: str, e: _Collector) -> Optional[LabelSelector]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"match_labels": _str_dict,
+                           "match_expressions": lambda x, pp, ee: _objects(x, pp, ee, _parse_requirement)}, p, e)
+    return LabelSelector(**kw)
+
+
+def _parse_affinity_term(v: Any, p: str, e: _Collector) -> Optional[PodAffinityTerm]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"selector": _parse_selector, "topology_key": lambda x, pp, ee: _string(x, pp, ee),
+                           "namespaces": _str_list, "all_namespaces": _bool,
+                           "weight": _num("count", integer=True)}, p, e, required=("topology_key",))
+    if "topology_key" not in kw:
+        return None
+    kw.setdefault("selector", LabelSelector())
+    if "weight" in kw:
+        kw["weight"] = int(kw["weight"])
+    return PodAffinityTerm(**kw)
+
+
+def _parse_host_port(v: Any, p: str, e: _Collector) -> Optional[HostPort]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"port": _num("count", integer=True), "protocol": lambda x, pp, ee: _string(x, pp, ee),
+                           "host_ip": _optional_str}, p, e, required=("port",))
+    if "port" not in kw:
+        return None
+    kw["port"] = int(kw["port"])
+    return HostPort(**kw)
+
+
+def _terms(x, pp, ee):
+    return _objects(x, pp, ee, _parse_affinity_term)
+
+
+def _parse_constraints(v: Any, p: str, e: _Collector) -> Optional[PodConstraints]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"labels": _str_dict,
+                           "tolerations": lambda x, pp, ee: _objects(x, pp, ee, _parse_toleration),
+                           "node_selector": _str_dict,
+                           "node_affinity": lambda x, pp, ee: _objects(x, pp, ee, _parse_node_term),
+                           "pod_affinity": _terms, "pod_anti_affinity": _terms, "preferred_pod_affinity": _terms,
+                           "preferred_pod_anti_affinity": _terms,
+                           "host_ports": lambda x, pp, ee: _objects(x, pp, ee, _parse_host_port),
+                           "config_maps": _str_list}, p, e)
+    return PodConstraints(**kw)
+
+
+def _parse_external_pod(v: Any, p: str, e: _Collector) -> Optional[ExternalPod]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"namespace": lambda x, pp, ee: _string(x, pp, ee), "labels": _str_dict,
+                           "host_ports": lambda x, pp, ee: _objects(x, pp, ee, _parse_host_port),
+                           "pod_anti_affinity": _terms}, p, e, required=("namespace",))
+    return ExternalPod(**kw) if "namespace" in kw else None
+
+
 def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
     name = doc.get("name") if isinstance(doc, dict) else None
     path = f"nodes[{name}]" if isinstance(name, str) and name else f"nodes[{index}]"
@@ -255,6 +413,9 @@ def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
         "labels": labels,
         "ready": _bool,
         "external": external,
+        "unschedulable": _bool,
+        "taints": lambda v, p, e: _objects(v, p, e, _parse_taint),
+        "external_pods": lambda v, p, e: _objects(v, p, e, _parse_external_pod),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
@@ -351,6 +512,7 @@ def _parse_task(doc: Any, job_path: str, index: int, errs: _Collector) -> Option
         "subgroup": lambda v, p, e: _string(v, p, e, optional=True),
         "creation_time": _num("seconds", allow_negative=True),
         "usage": usage,
+        "constraints": _parse_constraints,
         "uid": lambda v, p, e: _string(v, p, e, optional=True),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
@@ -412,6 +574,7 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
         "stale_grace_period_s": _num("seconds", allow_negative=True),
         "duration_s": _num("seconds"),
         "tasks": lambda v, p, e: _list(v, p, e),
+        "waiting_for": lambda v, p, e: _string(v, p, e, choices=WAITING_FOR),
         "uid": lambda v, p, e: _string(v, p, e, optional=True),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name", "queue"))
@@ -426,8 +589,6 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
     job = Job(tasks=tasks, **kw)
     if not tasks:
         errs.add(f"{path}.tasks", "a job needs at least one task")
-    if job.min_available > len(tasks) and tasks:
-        errs.add(f"{path}.min_available", f"{job.min_available} exceeds the job's {len(tasks)} tasks")
     names = {sg.name for sg in job.subgroups}
     for t in tasks:
         if t.subgroup is not None and t.subgroup not in names:
@@ -475,7 +636,9 @@ def _cross_check(snap: Snapshot, errs: _Collector, placement: bool = True) -> No
         if job.key in jobs_seen:
             errs.add(f"{jp}.name", f"duplicate job {job.key!r}")
         jobs_seen.add(job.key)
-        if job.queue and job.queue not in queues:
+        if job.waiting_for:
+            pass  # KAI does not consider the job: the queue it names may not exist
+        elif job.queue and job.queue not in queues:
             errs.add(f"{jp}.queue", f"queue {job.queue!r} does not exist")
         elif job.queue in parents:
             errs.add(f"{jp}.queue", f"queue {job.queue!r} is not a leaf queue (it has child queues); jobs go in leaf queues")
@@ -534,7 +697,7 @@ def _parse_usage(doc: Any, errs: _Collector) -> dict[str, dict[str, float]]:
 
 # ---------------------------------------------------------------------------------------------- public API
 
-TOP_LEVEL_KEYS = {"version", "time", "config", "nodes", "queues", "jobs", "usage"}
+TOP_LEVEL_KEYS = {"version", "time", "config", "nodes", "queues", "jobs", "usage", "config_maps"}
 
 
 def snapshot_from_dict(doc: Any) -> Snapshot:
@@ -544,15 +707,18 @@ def snapshot_from_dict(doc: Any) -> Snapshot:
         raise SnapshotError("(document)", f"expected a mapping at the top level, got {type(doc).__name__}")
     _check_keys(doc, TOP_LEVEL_KEYS, "", errs)
     version = doc.get("version", 1)
-    if version != 1:
-        errs.add("version", f"unsupported snapshot version {version!r} (this kaidash reads version 1)")
+    if isinstance(version, bool) or version not in VERSIONS:
+        errs.add("version", f"unsupported snapshot version {version!r} (this kaidash reads versions "
+                            f"{', '.join(map(str, VERSIONS))})")
     time = _number(doc.get("time", 0), "time", errs, "seconds", allow_negative=True) if "time" in doc else 0.0
     config = _parse_config(doc.get("config", {}), errs)
     nodes = [n for i, d in enumerate(_list(doc.get("nodes"), "nodes", errs)) if (n := _parse_node(d, i, errs))]
     queues = [q for i, d in enumerate(_list(doc.get("queues"), "queues", errs)) if (q := _parse_queue(d, i, errs))]
     jobs = [j for i, d in enumerate(_list(doc.get("jobs"), "jobs", errs)) if (j := _parse_job(d, i, errs))]
     usage = _parse_usage(doc["usage"], errs) if "usage" in doc else {}
-    snap = Snapshot(nodes=nodes, queues=queues, jobs=jobs, config=config, time=time or 0.0, usage=usage)
+    config_maps = _str_list(doc["config_maps"], "config_maps", errs) if doc.get("config_maps") is not None else None
+    snap = Snapshot(nodes=nodes, queues=queues, jobs=jobs, config=config, time=time or 0.0, usage=usage,
+                    config_maps=config_maps)
     _cross_check(snap, errs)
     errs.raise_if_any()
     return snap
@@ -665,7 +831,12 @@ def _node_ok(n: Node) -> bool:
     if (ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods) and not (
             _nonneg(ext.gpus) and _nonneg(ext.cpu_millis) and _nonneg(ext.memory_bytes) and _count(ext.pods)):
         return False
-    return True
+    if type(n.unschedulable) is not bool or type(n.taints) is not list or type(n.external_pods) is not list:
+        return False
+    if n.taints and not all(type(t) is Taint and type(t.key) is str and type(t.value) is str
+                            and t.effect in TAINT_EFFECTS for t in n.taints):
+        return False
+    return not n.external_pods or _roundtrip_equal(_node_extras(n), _parse_node_extras)
 
 
 def _queue_ok(q: Queue) -> bool:
@@ -714,8 +885,11 @@ def _task_ok(t: Task, subgroups: set) -> bool:
     if not _opt_name(t.uid):
         return False
     u = t.usage
-    return u is None or (type(u) is TaskUsage and _nonneg(u.gpu_memory_mib) and _nonneg(u.gpu_util)
-                         and u.gpu_util <= 1)
+    if u is not None and not (type(u) is TaskUsage and _nonneg(u.gpu_memory_mib) and _nonneg(u.gpu_util)
+                              and u.gpu_util <= 1):
+        return False
+    c = t.constraints
+    return c is None or (type(c) is PodConstraints and _roundtrip_equal(_constraints_dict(c), _parse_constraints))
 
 
 def _job_ok(j: Job) -> bool:
@@ -724,7 +898,7 @@ def _job_ok(j: Job) -> bool:
         return False
     if j.preemptible is not None and type(j.preemptible) is not bool:
         return False
-    if not _opt_name(j.uid):
+    if not _opt_name(j.uid) or not (j.waiting_for is None or j.waiting_for in WAITING_FOR):
         return False
     for value in (j.last_start_time, j.stale_since, j.last_eviction_time, j.stale_grace_period_s):
         if value is not None and not _finite(value):
@@ -740,12 +914,28 @@ def _job_ok(j: Job) -> bool:
         if type(sg) is not SubGroup or not _name(sg.name) or not _count(sg.min_available):
             return False
         names.add(sg.name)
-    if not tasks or j.min_available > len(tasks):
+    if not tasks:
         return False
     for t in tasks:
         if type(t) is not Task or not _task_ok(t, names):
             return False
     return True
+
+
+def _roundtrip_equal(doc: dict, parse: Callable) -> bool:
+    """Whether the document form of a nested object parses without problems (constraints are rare and small:
+    checking them through the parser keeps one definition of what is valid)."""
+    errs = _Collector()
+    parse(doc, "", errs)
+    return not errs.problems
+
+
+def _parse_node_extras(doc: Any, p: str, e: _Collector) -> None:
+    _objects(doc.get("external_pods"), "external_pods", e, _parse_external_pod)
+
+
+def _node_extras(n: Node) -> dict:
+    return {"external_pods": [_external_pod_dict(x) for x in n.external_pods]}
 
 
 def node_checked(node: Node, index: int, errs: _Collector) -> Optional[Node]:
@@ -789,7 +979,8 @@ def _queue_resource_dict(r: QueueResource) -> dict:
 
 
 def snapshot_to_dict(snap: Snapshot) -> dict:
-    """The snapshot as a plain document (format v1), omitting fields at their defaults where readable."""
+    """The snapshot as a plain document, omitting fields at their defaults where readable; version 1.1 when it
+    uses a field of 1.1 (see :data:`VERSIONS`), else 1."""
     config = _config_dict(snap.config)
     out: dict[str, Any] = {"version": 1, "time": _clean(snap.time)}
     if config:
@@ -799,7 +990,94 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
     out["jobs"] = [_job_dict(j) for j in snap.jobs]
     if snap.usage:
         out["usage"] = _usage_dict(snap.usage)
+    if snap.config_maps is not None:
+        out["config_maps"] = list(snap.config_maps)
+    if _uses_v11(out):
+        out["version"] = 1.1
     return out
+
+
+V11_KEYS = {"node": {"unschedulable", "taints", "external_pods"}, "job": {"waiting_for", "uid"},
+            "task": {"constraints", "uid"}}
+
+
+def _uses_v11(doc: dict) -> bool:
+    if "config_maps" in doc:
+        return True
+    if any(V11_KEYS["node"] & n.keys() for n in doc["nodes"]):
+        return True
+    return any(V11_KEYS["job"] & j.keys() or any(V11_KEYS["task"] & t.keys() for t in j["tasks"])
+               for j in doc["jobs"])
+
+
+def _requirement_dict(r: Requirement) -> dict:
+    d: dict[str, Any] = {"key": r.key, "operator": r.operator}
+    if r.values:
+        d["values"] = list(r.values)
+    return d
+
+
+def _selector_dict(s: LabelSelector) -> dict:
+    d: dict[str, Any] = {}
+    if s.match_labels:
+        d["match_labels"] = dict(s.match_labels)
+    if s.match_expressions:
+        d["match_expressions"] = [_requirement_dict(r) for r in s.match_expressions]
+    return d
+
+
+def _term_dict(t: PodAffinityTerm) -> dict:
+    d: dict[str, Any] = {"selector": _selector_dict(t.selector), "topology_key": t.topology_key}
+    if t.namespaces:
+        d["namespaces"] = list(t.namespaces)
+    if t.all_namespaces:
+        d["all_namespaces"] = True
+    if t.weight:
+        d["weight"] = t.weight
+    return d
+
+
+def _host_port_dict(h: HostPort) -> dict:
+    d: dict[str, Any] = {"port": h.port, "protocol": h.protocol}
+    if h.host_ip:
+        d["host_ip"] = h.host_ip
+    return d
+
+
+def _constraints_dict(c: PodConstraints) -> dict:
+    d: dict[str, Any] = {}
+    if c.labels:
+        d["labels"] = dict(c.labels)
+    if c.tolerations:
+        d["tolerations"] = [{k: v for k, v in (("key", t.key), ("operator", t.operator), ("value", t.value),
+                                                ("effect", t.effect)) if v} for t in c.tolerations]
+    if c.node_selector:
+        d["node_selector"] = dict(c.node_selector)
+    if c.node_affinity:
+        d["node_affinity"] = [{k: v for k, v in (("match_expressions", [_requirement_dict(r) for r in
+                                                                         t.match_expressions]),
+                                                  ("match_fields", [_requirement_dict(r) for r in t.match_fields]))
+                               if v} for t in c.node_affinity]
+    for key in ("pod_affinity", "pod_anti_affinity", "preferred_pod_affinity", "preferred_pod_anti_affinity"):
+        terms = getattr(c, key)
+        if terms:
+            d[key] = [_term_dict(t) for t in terms]
+    if c.host_ports:
+        d["host_ports"] = [_host_port_dict(h) for h in c.host_ports]
+    if c.config_maps:
+        d["config_maps"] = list(c.config_maps)
+    return d
+
+
+def _external_pod_dict(x: ExternalPod) -> dict:
+    d: dict[str, Any] = {"namespace": x.namespace}
+    if x.labels:
+        d["labels"] = dict(x.labels)
+    if x.host_ports:
+        d["host_ports"] = [_host_port_dict(h) for h in x.host_ports]
+    if x.pod_anti_affinity:
+        d["pod_anti_affinity"] = [_term_dict(t) for t in x.pod_anti_affinity]
+    return d
 
 
 def _config_dict(cfg: SchedulerConfig) -> dict:
@@ -832,6 +1110,13 @@ def _node_dict(n: Node) -> dict:
     if ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods:
         d["external"] = {"gpus": _clean(ext.gpus), "cpu_millis": _clean(ext.cpu_millis),
                          "memory_bytes": _clean(ext.memory_bytes), "pods": ext.pods}
+    if n.unschedulable:
+        d["unschedulable"] = True
+    if n.taints:
+        d["taints"] = [{k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v or k == "key"}
+                       for t in n.taints]
+    if n.external_pods:
+        d["external_pods"] = [_external_pod_dict(x) for x in n.external_pods]
     return d
 
 
@@ -871,6 +1156,8 @@ def _job_dict(j: Job) -> dict:
         value = getattr(j, key)
         if value is not None:
             d[key] = _clean(value)
+    if j.waiting_for:
+        d["waiting_for"] = j.waiting_for
     if j.uid:
         d["uid"] = j.uid
     d["tasks"] = [_task_dict(t) for t in j.tasks]
@@ -898,6 +1185,8 @@ def _task_dict(t: Task) -> dict:
         d["creation_time"] = _clean(t.creation_time)
     if t.usage is not None:
         d["usage"] = {"gpu_memory_mib": _clean(t.usage.gpu_memory_mib), "gpu_util": _clean(t.usage.gpu_util)}
+    if t.constraints is not None:
+        d["constraints"] = _constraints_dict(t.constraints)
     if t.uid:
         d["uid"] = t.uid
     return d

@@ -28,6 +28,8 @@ requested: <1099.511>, maxAllowed: <Unlimited>, allocated: <1099.511>, historica
 2026-11-24T01:30:52.784Z\tINFO\tframework/statement.go:574\t[snapshot-runner] [reclaim] Committing operations ...
 2026-11-24T01:30:52.785Z\tINFO\tframework/statement.go:583\t[snapshot-runner] [reclaim] Evicting task: team-b/v-0
 2026-11-24T01:30:52.786Z\tINFO\tframework/statement.go:590\t[snapshot-runner] [reclaim] Pipelining task: team-a/p-1
+2026-11-24T01:30:52.790Z\tINFO\tstalegangeviction/stalegangeviction.go:85\t[snapshot-runner] [stalegangeviction] \
+Evicted task: <team-c/g-0> due its job being a stale job, its status: <Releasing>
 """
 
 
@@ -35,7 +37,7 @@ def test_parse_log_reads_committed_decisions_and_fair_share():
     d = parse_log(LOG)
     assert d.allocated == {"team-a/p-0": "n1"}
     assert d.pipelined == {"team-a/p-1": "n3"}  # the discarded n2 attempt is not a decision
-    assert d.evicted == {"team-b/v-0": "reclaim"}
+    assert d.evicted == {"team-b/v-0": "reclaim", "team-c/g-0": "stalegangeviction"}
     assert d.fair_share["llm"] == {"gpu": 13.5, "cpu": 128.0, "memory": 1099.511}
     assert d.queue_numbers["llm"]["cpu"]["deserved"] == float("inf")
 

@@ -208,8 +208,9 @@ def test_hierarchy_children_divide_parent_fair_share():
 def test_snapshot_totals_and_per_queue_accounting():
     # Total GPUs: n1 4 - 1 external + n2 2 = 5; n3 is not Ready and counts 0.
     # Queue q: running 20480 MiB on n1 (81920 MiB GPUs) = 0.25 GPU; running 1 GPU (non-preemptible job) on n2;
-    # pending 20480 MiB converted with the smallest GPU memory 40960 -> 0.5; pending 2 GPUs; releasing and
-    # pipelined tasks count in neither. allocated 1.25, non-preemptible 1, requested 1.25 + 0.5 + 2 = 3.75.
+    # pending 20480 MiB converted with the smallest GPU memory 40960 -> 0.5; pending 2 GPUs; a releasing task
+    # counts in neither; a task pipelined last cycle is a Pending pod (nominated node) to KAI: requested.
+    # allocated 1.25, non-preemptible 1, requested 1.25 + 0.5 + 2 + 1 = 4.75.
     snap = Snapshot(
         nodes=[_node("n1", 4, 81920, external=ExternalUsage(gpus=1, cpu_millis=4000)), _node("n2", 2, 40960),
                _node("n3", 8, 163840, ready=False)],
@@ -224,8 +225,8 @@ def test_snapshot_totals_and_per_queue_accounting():
     s = compute_fair_share(snap)["q"]["gpu"]
     assert s.allocated == pytest.approx(1.25)
     assert s.allocated_non_preemptible == 1
-    assert s.requested == pytest.approx(3.75)
-    assert s.fair_share == pytest.approx(3.75)  # alone in a 5-GPU cluster: gets its whole request
+    assert s.requested == pytest.approx(4.75)
+    assert s.fair_share == pytest.approx(4.75)  # alone in a 5-GPU cluster: gets its whole request
     assert compute_fair_share(snap)["q"]["cpu"].requested == 1500
     assert snap.jobs[0].tasks[0].status == "running"  # not mutated
 

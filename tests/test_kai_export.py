@@ -78,7 +78,7 @@ def _canonical_cluster() -> Snapshot:
                           default_preempt_min_runtime_s=300, default_reclaim_min_runtime_s=5400,
                           min_runtime_resolve="queue", schedule_period_s=2.0, gpu_device_order="spread")
     cfg.placement.gpu = "spread"
-    return Snapshot(nodes=nodes, queues=queues, jobs=jobs, config=cfg, time=T)
+    return Snapshot(nodes=nodes, queues=queues, jobs=jobs, config=cfg, time=T, config_maps=["llm/train-config"])
 
 
 def _roundtrip(snap: Snapshot, tmp_path, name="kai.zip"):
@@ -120,7 +120,8 @@ def test_export_of_an_import_is_a_fixed_point(tmp_path):
 def test_non_canonical_snapshot_comes_back_under_kai_names(tmp_path):
     """examples/small-cluster.yaml has jobs without namespace, plain task names, whole-GPU device indices and
     81920 MiB GPUs: KAI holds them as namespace ``default``, ``default/<name>``, no device index for whole GPUs
-    (only shared GPUs have reservation pods) and 81900 MiB (KAI floors the label to 100 MiB)."""
+    (only shared GPUs have reservation pods), 81900 MiB (KAI floors the label to 100 MiB) and an empty list of
+    ConfigMaps."""
     snap = load_snapshot("examples/small-cluster.yaml")
     back = _roundtrip(snap, tmp_path).snapshot
     jobs, tasks = kai_names(snap)
@@ -135,6 +136,7 @@ def test_non_canonical_snapshot_comes_back_under_kai_names(tmp_path):
                 t.gpu_indices = []
     for n in expected.nodes:
         n.gpu_memory_mib = float(int(n.gpu_memory_mib // 100) * 100)
+    expected.config_maps = []  # a zip lists the ConfigMaps KAI holds: none here
     got = copy.deepcopy(back)
     for job in got.jobs:
         assert job.uid and all(t.uid for t in job.tasks)

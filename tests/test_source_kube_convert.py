@@ -248,15 +248,21 @@ def test_negative_min_member_skips_pod_group_and_keeps_its_running_pods_on_the_n
     assert conv.snapshot.nodes[0].external.gpus == 2  # still occupies its GPUs
 
 
-def test_orphan_queue_subtree_dropped_and_its_running_jobs_become_external_load():
+def test_orphan_queue_subtree_dropped_and_its_jobs_wait_for_their_queue():
+    """KAI keeps a PodGroup whose queue is gone with a QueueDoesNotExist fit error: not scheduled, in no queue's
+    numbers, its running pod still on its node and still in the resources fair share divides (a KAI pod is not
+    subtracted as another scheduler's would be)."""
     objs = _base(queues=[queue("lost", "ghost", gpu={"quota": 1, "limit": -1}), queue("lost-team", "lost")],
                  podgroups=[pod_group("pg-o", queue="lost-team")],
                  pods=[pod("o-0", gpu=1, node="n1", pod_group="pg-o")])
     conv = _convert(objs)
     assert [q.name for q in conv.snapshot.queues] == ["team-a"]
     assert {w.name for w in conv.warnings if w.kind == "Queue"} == {"lost", "lost-team"}
-    assert _warning(conv, "PodGroup", "pg-o").field == "spec.queue"
-    assert conv.snapshot.nodes[0].external.gpus == 1 and conv.external_pods == 1
+    w = _warning(conv, "PodGroup", "pg-o")
+    assert w.field == "spec.queue" and not w.skipped
+    job = conv.snapshot.job_map()["team-a/pg-o"]
+    assert job.waiting_for == "queue" and job.tasks[0].node == "n1"
+    assert conv.snapshot.nodes[0].external.gpus == 0 and conv.external_pods == 0
 
 
 def test_gang_with_fewer_pods_than_min_member():
@@ -266,9 +272,10 @@ def test_gang_with_fewer_pods_than_min_member():
                        pod("run-1", gpu=1, node="n1", pod_group="pg-run")])
     conv = _convert(objs)
     jobs = conv.snapshot.job_map()
-    assert "team-a/pg-wait" not in jobs  # KAI does not consider it until enough pods exist
-    assert jobs["team-a/pg-run"].min_available == 2  # running part kept so its GPUs stay accounted
-    assert not _warning(conv, "PodGroup", "pg-run").skipped
+    # KAI keeps both with their minMember: not ready for scheduling, but their pods count in fair share (pending)
+    # and on their nodes (running); stale-gang eviction may act on the running one
+    assert (jobs["team-a/pg-wait"].min_available, len(jobs["team-a/pg-wait"].tasks)) == (3, 1)
+    assert (jobs["team-a/pg-run"].min_available, len(jobs["team-a/pg-run"].tasks)) == (3, 2)
 
 
 def test_pod_on_unknown_node_and_bad_reservation_index():

@@ -25,6 +25,7 @@ from . import register_action
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
 QUEUE_NOT_LEAF = "QueueNotLeaf"
 NOT_READY = "NotReadyForScheduling"
+AWAITING_POD_GROUPER = "AwaitingPodGrouper"
 
 
 def candidate_jobs(session: Session) -> list[int]:
@@ -34,6 +35,11 @@ def candidate_jobs(session: Session) -> list[int]:
     qs = session.queues
     for j in session.jobs_with_pending():
         info = session.jobs[j]
+        if info.job.waiting_for == "pod-grouper":
+            session.set_reason(j, AWAITING_POD_GROUPER,
+                               "waiting for the pod-grouper: the pod has no PodGroup yet, so KAI does not schedule "
+                               "it or count it in fair share", {"queue": info.job.queue})
+            continue
         if info.queue < 0 or _orphan(session, info.queue):
             session.set_reason(j, QUEUE_DOES_NOT_EXIST,
                                f"queue {info.job.queue!r} does not exist (or one of its ancestors is missing)",
@@ -88,6 +94,14 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
         session.set_reason(j, *over)
         return False
     sig = _signature(session, j, tasks) if failed is not None else None
+    missing = next(((i, m) for i in tasks if (m := session.predicates.missing_config_maps(i))), None)
+    if missing is not None:  # KAI's ConfigMap pre-predicate: the pod cannot start anywhere
+        i, names = missing
+        message = (f"Scheduling conditions were not met for pod {session.task_names[i]}: ConfigMap: Missing "
+                   f"required configmaps: [{' '.join(names)}]")
+        session.set_reason(j, POD_SCHEDULING_ERRORS, message, {"task": session.task_names[i],
+                                                                "missing_config_maps": names})
+        return False
     if sig is not None and sig in failed:
         reason, failing_task, index, fit_message, details = failed[sig]
         session.set_reason(j, reason, _failure_message(session, j, tasks[index], index, fit_message), details)
@@ -139,7 +153,7 @@ def _failure_message(session: Session, j: int, task: int, index: int, fit_messag
     info = session.jobs[j]
     sets = session.podsets(j)
     name = session.task_names[task]
-    ns = f"{info.job.namespace}/" if info.job.namespace else ""
+    ns = f"{info.job.namespace}/" if info.job.namespace and not name.startswith(f"{info.job.namespace}/") else ""
     gang = any(ps.min_available > 1 for ps in sets)
     ps = next(p for p in sets if task in p.tasks)
     active_used = sum(1 for i in ps.tasks if session.status[i] in ("running", "binding", "pipelined", "releasing"))
@@ -156,8 +170,12 @@ def _failure_message(session: Session, j: int, task: int, index: int, fit_messag
 def _signature(session: Session, j: int, tasks: list[int]):
     """Shape of a chunk: equal shapes fit (or not) on the same nodes. gpu-memory requests also depend on
     the queue (per-node quota check), so the queue and preemptibility join the key."""
+    preds = session.predicates
+    if any(preds.is_dynamic(i) for i in tasks):
+        return None  # fits depend on the pods placed so far (host ports, inter-pod affinity): never cached
     shape = tuple((session.kind_list[i], float(session.gpu[i]), float(session.gmem[i]) if session.kind_list[i] == KIND_MEMORY else 0.0,
-                   int(session.dev[i]), float(session.cpu[i]), float(session.mem[i]), session.nominated.get(i, -1))
+                   int(session.dev[i]), float(session.cpu[i]), float(session.mem[i]), session.nominated.get(i, -1),
+                   id(preds.static(i)[0]))
                   for i in tasks)
     if any(session.kind_list[i] == KIND_MEMORY for i in tasks):
         info = session.jobs[j]

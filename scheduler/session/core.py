@@ -21,10 +21,11 @@ from .. import placement
 from ..decisions import Eviction
 from ..errors import EngineError
 from ..fairshare import TaskTable
-from ..model import RESOURCES, UNLIMITED, Job, Snapshot, Task
+from ..model import DEFAULT_GPU_MEMORY_MIB, RESOURCES, UNLIMITED, Job, Snapshot, Task, memory_as_gpus
 from ..placement import gpu_order, scores
 from .nodes import (ANONYMOUS, CPU, GPU, MEM, PODS, SLOT_ACTIVE, SLOT_EXTERNAL, SLOT_FREE, SLOT_RELEASING,
                     NodeState)
+from .predicates import Predicates
 from .queues import R_CPU, R_GPU, R_MEM, QueueState
 
 KIND_NONE, KIND_WHOLE, KIND_FRACTION, KIND_MEMORY = 0, 1, 2, 3
@@ -43,6 +44,13 @@ ALIVE = frozenset({"pending", "running", "binding", "pipelined"})
 """KAI ``Alive`` (no gated pods in our format)."""
 
 DEFAULT_PODSET = "default"
+
+PREDICATE_REASONS = {"node affinity/selector": "didn't match Pod's node affinity/selector",
+                     "taints": "had untolerated taints", "missing ConfigMaps": "missing required ConfigMaps",
+                     "host ports": "didn't have free ports for the requested pod ports",
+                     "pod affinity": "didn't match pod affinity rules",
+                     "pod anti-affinity": "didn't match pod anti-affinity rules"}
+"""Fit-error wording of the predicate checks (kube-scheduler's reasons, as KAI reports them)."""
 
 
 @dataclass
@@ -150,7 +158,7 @@ class Session:
             float((ns.allocatable[ready, CPU] - ns.used[ready, CPU]).sum()) if ready.any() else 0.0,
             float((ns.allocatable[ready, MEM] - ns.used[ready, MEM]).sum()) if ready.any() else 0.0])
         self.queues = QueueState(snapshot, shares, total)
-        gpu_mems = ns.gpu_mem[(ns.gpus > 0) & (ns.gpu_mem > 0)]
+        gpu_mems = ns.gpu_mem[ns.gpu_mem > DEFAULT_GPU_MEMORY_MIB]  # KAI: nodes with a real GPU-memory value
         self.min_gpu_mem: Optional[float] = float(gpu_mems.min()) if gpu_mems.size else None
         self.max_gpu_mem: Optional[float] = float(gpu_mems.max()) if gpu_mems.size else None
         self.gpu_strategy = placement.get_strategy(self.config.placement.gpu)
@@ -176,8 +184,14 @@ class Session:
         self._node_gpus = ns.gpus.tolist()
         self._node_cpu = ns.allocatable[:, CPU].tolist()
         self._node_cpu_only = ns.cpu_only.tolist()
+        # gpusharingorder (bin-packing only) gives a task that fits an existing shared GPU its bonus; a CPU-only
+        # task asks 0 GPU memory, so it fits every shared GPU in use (plugins/gpusharingorder, issue 13 item 1).
+        self._gpu_sharing_order = self.config.placement.gpu == "binpack"
         self._tta_cache: dict[int, tuple[int, list[int]]] = {}
         self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
+        self._numeric_groups = any(g.isdigit() for g in self.group_ids)
+        self.predicates = Predicates(self)
+        self.predicates.start((i, n) for i, n in enumerate(self.node) if n >= 0 and self.status[i] in OCCUPIES_NODE)
 
     # ================================================================== build
 
@@ -321,6 +335,14 @@ class Session:
         ns.sh_present = ns.sh_used > 0
         ns.sh_marked = (ns.sh_used > 0) & (ns.sh_rel == ns.sh_used)
         ns.idle[:, GPU] -= (ns.sh_used > 0).sum(axis=1)
+        # Every shared GPU a running pod uses has its reservation pod, which holds a pod slot on the node (KAI
+        # counts it in the node's pods; a group opened this cycle gets its reservation pod only when bound).
+        reserved = {(self.node[i], s) for i in shared_idx if self.status[i] in ("running", "releasing")
+                    for s in self.indices[i]}
+        if reserved:
+            per_node = np.bincount([n for n, _ in reserved], minlength=ns.n).astype(float)
+            ns.used[:, PODS] += per_node
+            ns.idle[:, PODS] -= per_node
         ns.rel[:, GPU] += ns.sh_marked.sum(axis=1)
 
     def _free_group_slot(self, n: int, exclude=()) -> int:
@@ -349,7 +371,8 @@ class Session:
         qidx = self.queues.index
         self.job_start = np.concatenate(([0], np.cumsum(table.job_counts))).tolist()
         queue_of_name = np.array([qidx.get(name, -1) for name in table.queue_names], dtype=np.int64)
-        self.job_queue = queue_of_name[table.job_queue_id].tolist()
+        # Jobs KAI does not consider (Job.waiting_for) are in no queue: never candidates, never victims.
+        self.job_queue = np.where(table.job_grouped, queue_of_name[table.job_queue_id], -1).tolist()
         self.job_non_preemptible = table.job_non_preemptible.tolist()  # KAI: explicit, else priority >= 100
         self.jobs = JobTable(self)
         self._job_index: Optional[dict[str, int]] = None
@@ -398,9 +421,10 @@ class Session:
         return order
 
     def _task_order_key(self, i: int):
+        """KAI's task order fallback: creation time, then the pod's UID (its name without one)."""
         t = self.task_objs[i]
         ct = t.creation_time if t.creation_time is not None else self.snapshot.jobs[self.task_job[i]].creation_time
-        return (ct, t.name)
+        return (ct, t.uid or t.name)
 
     # ================================================================== task facts
 
@@ -414,7 +438,7 @@ class Session:
         """MiB per device a shared-GPU task takes on node ``n``."""
         if self.kind_list[i] == KIND_MEMORY:
             return float(self.gmem[i])
-        return math.floor(float(self.gpu[i]) * float(self.nodes.gpu_mem[n]) + 1e-9)
+        return math.floor(float(self.gpu[i]) * float(self.nodes.gpu_mem[n]))  # KAI: int64(portion × memory)
 
     def accepted_gpus_on(self, i: int, n: int) -> float:
         """GPUs the task accounts for once placed on node ``n`` (KAI ``setAcceptedResources``)."""
@@ -429,14 +453,12 @@ class Session:
                                                           np.array([self.nodes.gpu_mem[n]]))[0])
 
     def request_gpus(self, i: int, gpu_mem_for_memory: Optional[float]) -> float:
-        """GPUs a pending task requests; a gpu-memory request is converted with the given GPU memory
-        (KAI uses the smallest node GPU memory for queue order, the largest for the capacity check)."""
+        """GPUs a pending task requests; a gpu-memory request is converted with the given GPU memory, not rounded
+        (KAI ``GpuMemoryAsGpuFraction``, with the smallest node GPU memory for queue order and fair share, the
+        largest for the capacity check; rounding up to 0.01 is for placement on a node only)."""
         k = self.kind_list[i]
         if k == KIND_MEMORY:
-            if gpu_mem_for_memory is None:
-                return 0.0
-            return int(self.dev[i]) * float(_mem_to_fraction(np.array([self.gmem[i]]),
-                                                              np.array([gpu_mem_for_memory]))[0])
+            return memory_as_gpus(float(self.gmem[i]), int(self.dev[i]), gpu_mem_for_memory)
         if k == KIND_FRACTION:
             return float(self.gpu[i]) * int(self.dev[i])
         return float(self.gpu[i])
@@ -473,8 +495,10 @@ class Session:
                     for (s, _), g in zip(shared, self.groups[i]):
                         self.nodes.bind_group(n, s, g)
                 self.nodes.add(n, vec, status, shared, whole, owner=i)
+                self.predicates.add(i, n)
             else:
                 self.nodes.remove(n, vec, status, shared, whole, owner=i)
+                self.predicates.remove(i, n)
         q = self.job_queue[j]
         if status in COUNTS_IN_QUEUE and q >= 0:
             self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], float(sign))
@@ -489,8 +513,10 @@ class Session:
                     for (s, _), g in zip(shared, sgroups):
                         self.nodes.bind_group(sn, s, g)
                 self.nodes.add(sn, vec, "releasing", shared, whole, owner=i)
+                self.predicates.add(i, sn)
             else:
                 self.nodes.remove(sn, vec, "releasing", shared, whole, owner=i)
+                self.predicates.remove(i, sn)
 
     def _shared_parts(self, i: int, n: int, indices: list) -> list[tuple[int, float]]:
         m = self._task_mem(i, n)
@@ -649,6 +675,8 @@ class Session:
             fits = ready & cpu_ok & mem_ok & pods_ok
             idle_fit = fits & base_idle
             local = self._cpu_local(fT[CPU], ns.allocatable[rows, CPU]) + np.where(ns.cpu_only[rows], scores.RESOURCE_TYPE, 0.0)
+            if self.config.placement.gpu == "binpack":  # gpusharingorder: 0 GPU memory fits every shared GPU
+                local = local + np.where(ns.shared_gpu_in_use(rows), scores.GPU_SHARING, 0.0)
         elif k == KIND_WHOLE:
             need = float(self.gpu[i])
             gpu_ok = fT[GPU] >= need
@@ -659,12 +687,16 @@ class Session:
             d = int(self.dev[i])
             gmem = ns.gpu_mem[rows]
             task_mem = (np.full(gmem.shape, float(self.gmem[i])) if k == KIND_MEMORY
-                        else np.floor(float(self.gpu[i]) * gmem + 1e-9))
+                        else np.floor(float(self.gpu[i]) * gmem))
             valid = (ns.gpus[rows] > 0) & (task_mem <= gmem) & (gmem > 0)
             room = gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows] - task_mem[:, None]
             shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
             count = shared_fit.sum(axis=1)
             gpu_ok = valid & (np.floor(fT[GPU]) + count >= d)
+            # KAI checkMaxPodsWithGpuGroupReservation: a new shared GPU also needs a slot for its reservation pod,
+            # and KAI takes any group whose id is not a number for a new one (ids are UUIDs in practice), so a
+            # shared request needs two free pod slots unless it fits an existing group with a numeric id.
+            pods_ok = fT[PODS] >= np.where((count >= d) & self._numeric_group_fit(shared_fit, rows), 1, 2)
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
             if k == KIND_MEMORY:
                 cap_ok = self._node_capacity_ok(i, task_mem, rows)
@@ -674,12 +706,34 @@ class Session:
             local = self._gpu_local(fT[GPU], ns.gpus[rows])
             if self.config.placement.gpu == "binpack":
                 local = local + np.where(count > 0, scores.GPU_SHARING, 0.0)
+        static, static_parts = self.predicates.static(i)
+        dynamic = self.predicates.dynamic(i, rows) if self.predicates.is_dynamic(i) else {}
+        if static is not None:
+            fits = fits & static[rows]
+            idle_fit = idle_fit & fits
+        for ok in dynamic.values():
+            fits = fits & ok
+            idle_fit = idle_fit & fits
         local = local + np.where(idle_fit, scores.AVAILABILITY, 0.0)
         parts = {"not ready": ready, "GPU": gpu_ok, "CPU": cpu_ok, "memory": mem_ok, "pods": pods_ok,
                  "queue quota on node": cap_ok}
+        for name, ok in static_parts.items():
+            parts[name] = ok[rows]
+        parts.update(dynamic)
         res = NodeFit(fits=fits, idle_fit=idle_fit, shared_fit=shared_fit, task_mem=task_mem, parts=parts)
         res.local = local
         return res
+
+    def _numeric_group_fit(self, shared_fit: np.ndarray, rows) -> np.ndarray:
+        """Per node: the request fits an existing shared GPU whose group id is a number (KAI ``isNewGpuGroup``)."""
+        ns = self.nodes
+        out = np.zeros(shared_fit.shape[0], dtype=bool)
+        if not self._numeric_groups:
+            return out
+        idx = np.arange(ns.n)[rows]
+        for k, n in enumerate(np.atleast_1d(idx).tolist()):
+            out[k] = any(shared_fit[k, s] and g.isdigit() for s, g in ns.slot_group[n].items())
+        return out
 
     def _eval_node(self, i: int, n: int) -> tuple[bool, bool, float]:
         """:meth:`_eval` for one node and a CPU-only or whole-GPU task, in plain Python (the hot path of
@@ -696,6 +750,8 @@ class Session:
                      float(self._cpu_local(np.array([f1]), ns.allocatable[n:n + 1, CPU])[0]))
             if self._node_cpu_only[n]:
                 local += scores.RESOURCE_TYPE
+            elif self._gpu_sharing_order and ns.shared_gpu_in_use(n):
+                local += scores.GPU_SHARING
         else:
             need = self._gpu_l[i]
             fits = fits and f0 >= need
@@ -703,6 +759,12 @@ class Session:
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
                      float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
+        if fits:
+            static = self.predicates.static(i)[0]
+            if static is not None and not static[n]:
+                fits = False
+            elif self.predicates.is_dynamic(i):
+                fits = all(bool(ok[n]) for ok in self.predicates.dynamic(i).values())
         idle = fits and idle
         if idle:
             local += scores.AVAILABILITY
@@ -730,9 +792,9 @@ class Session:
         for a in qs.chains[info.queue]:
             lim = qs.limit[a, R_GPU]
             if lim != UNLIMITED:
-                ok &= lim >= qs.allocated[a, R_GPU] + gpus - 1e-9
+                ok &= lim >= qs.allocated[a, R_GPU] + gpus
             if not info.preemptible and qs.deserved[a, R_GPU] != UNLIMITED:
-                ok &= qs.deserved[a, R_GPU] >= qs.allocated_np[a, R_GPU] + gpus - 1e-9
+                ok &= qs.deserved[a, R_GPU] >= qs.allocated_np[a, R_GPU] + gpus
         return ok
 
     def node_scores(self, i: int, fit: NodeFit) -> np.ndarray:
@@ -742,6 +804,8 @@ class Session:
         if self.kind_list[i] == KIND_NONE:
             score += np.where(ns.cpu_only, scores.RESOURCE_TYPE, 0.0)
             score += self.cpu_strategy.score(ns.non_allocated(CPU), ns.allocatable[:, CPU], ns.ready)
+            if self._gpu_sharing_order:
+                score += np.where(ns.shared_gpu_in_use(slice(None)), scores.GPU_SHARING, 0.0)
         else:
             if fit.shared_fit is not None and self.config.placement.gpu == "binpack":
                 score += np.where(fit.shared_fit.any(axis=1), scores.GPU_SHARING, 0.0)
@@ -785,9 +849,11 @@ class Session:
             return int(np.argmax(np.where(fits, self.node_scores(i, fit), -np.inf)))
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
-        if k == KIND_MEMORY or not hasattr(strategy, "local_score"):
+        if k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i):
             return self.best_node(i, self.fit(i), allowed)
-        key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]))
+        static = self.predicates.static(i)[0]
+        key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
+               None if static is None else id(static))
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:
@@ -867,15 +933,16 @@ class Session:
         whole_taken = 0
         for c in order:
             if c == gpu_order.WHOLE:
-                # KAI lists one whole-GPU candidate per idle and per releasing GPU, all with the same score:
-                # idle ones first; a releasing one can only be pipelined onto (§e.3, §e.4).
+                # KAI lists one whole-GPU candidate per idle and per releasing GPU, all with the same score, and
+                # pipelines onto one only when the node-level IsTaskAllocatable fails (gpu_sharing/gpuSharing.go
+                # findGpuForSharingOnNode): a fraction that also fits an existing shared GPU is bound on a new one
+                # even when the whole GPUs left are releasing. Devices: idle ones first, then releasing ones.
                 on_idle = whole_taken < idle_whole
                 whole_taken += 1
-                is_rel = pipeline_only or not node_idle or not on_idle
-                slot = self._new_slot(n, is_rel, exclude=slots)
-                if slot is None and not is_rel:  # slots and counts disagree: no idle device to bind to
-                    is_rel = True
-                    slot = self._new_slot(n, True, exclude=slots)
+                is_rel = pipeline_only or not node_idle
+                slot = self._new_slot(n, is_rel or not on_idle, exclude=slots, join_releasing=is_rel)
+                if slot is None and not is_rel:
+                    slot = self._new_slot(n, True, exclude=slots, join_releasing=False)
                 if slot is None:
                     continue
                 group = ns.slot_group[n].get(slot) or self._new_group_id(n, slot)
@@ -895,10 +962,10 @@ class Session:
             stmt.allocate(i, n, groups=groups, indices=slots)
         return True
 
-    def _new_slot(self, n: int, releasing: bool, exclude: list[int]) -> Optional[int]:
-        """Device for a newly opened shared GPU: the lowest idle device; for a pipelined placement the lowest
-        releasing one first (a releasing whole GPU, then a GPU whose fractions are all releasing). A bound
-        placement never gets a device that is still releasing: None when no idle device is left."""
+    def _new_slot(self, n: int, releasing: bool, exclude: list[int], join_releasing: bool = True) -> Optional[int]:
+        """Device for a newly opened shared GPU: the lowest idle device; with ``releasing`` the lowest releasing
+        one first (a releasing whole GPU, then — ``join_releasing``, pipelined placements only — a GPU whose
+        fractions are all releasing). None when no such device is left."""
         ns = self.nodes
         exists = ns.slot_exists[n]
         grouped = np.zeros(ns.g, dtype=bool)
@@ -910,7 +977,8 @@ class Session:
             rel_whole = np.nonzero(empty & (ns.slot_whole[n] == SLOT_RELEASING))[0]
             if rel_whole.size:
                 return int(rel_whole[0])
-            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude]
+            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude] \
+                if join_releasing else []
             if rel_shared:
                 return rel_shared[0]  # joins the releasing GPU's group (KAI would open a new id there)
         if idle.size:
@@ -935,6 +1003,9 @@ class Session:
         for name, c in counts.items():
             if name == "not ready":
                 parts.append(f"{c} not ready")
+                continue
+            if name in PREDICATE_REASONS:
+                parts.append(f"{c} {PREDICATE_REASONS[name]}")
                 continue
             need, have = self._need_and_max_free(i, name, fit)
             details[f"{name}_need"] = need
@@ -1012,8 +1083,8 @@ def _scatter(values: np.ndarray, n: int, size: int) -> np.ndarray:
 
 
 def _mem_to_fraction(mem: np.ndarray, node_mem: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`scheduler.model.memory_to_fraction` (ceil to 0.01)."""
-    return np.ceil(np.round(mem / node_mem * 100, 9)) / 100
+    """Vectorised :func:`scheduler.model.memory_to_fraction` (ceil to 0.01, KAI's float arithmetic)."""
+    return np.ceil(mem / node_mem * 100) / 100
 
 
 def _num(x: float) -> str:

@@ -42,7 +42,7 @@ class NodeState:
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         self.n = n = len(nodes)
         self.g = g = max([nd.gpus for nd in nodes], default=0) or 1
-        self.ready = np.array([nd.ready for nd in nodes], dtype=bool)
+        self.ready = np.array([nd.schedulable for nd in nodes], dtype=bool)  # KAI's node condition check
         self.gpus = np.array([nd.gpus for nd in nodes], dtype=float)
         self.gpu_mem = np.array([nd.gpu_memory_mib for nd in nodes], dtype=float)
         self.allocatable = np.zeros((n, 4))
@@ -98,13 +98,20 @@ class NodeState:
         """MiB a shared-GPU request takes on one device of every node (KAI ``GetResourceGpuMemory``)."""
         if gpu_memory_mib is not None:
             return np.full(self.n, float(gpu_memory_mib))
-        return np.floor(portion * self.gpu_mem + 1e-9)
+        return np.floor(portion * self.gpu_mem)  # KAI GetResourceGpuMemory: int64(portion × memory)
 
     def group_fits(self, task_mem: np.ndarray) -> np.ndarray:
         """``(nodes, slots)`` mask of existing shared GPUs a request of ``task_mem[node]`` MiB fits on,
         counting releasing memory (KAI ``IsTaskFitOnGpuGroup``)."""
         room = self.gpu_mem[:, None] - self.sh_alloc + self.sh_rel - task_mem[:, None]
         return (self.sh_used != 0) & (room >= 0) & (self.sh_alloc != self.sh_rel)
+
+    def shared_gpu_in_use(self, rows):
+        """Whether the node(s) hold a shared GPU that a 0-MiB request fits (KAI ``IsTaskFitOnGpuGroup`` for a
+        CPU-only pod: a group in use whose memory is not all releasing and not over-committed)."""
+        room = self.gpu_mem[rows, None] - self.sh_alloc[rows] + self.sh_rel[rows]
+        ok = (self.sh_used[rows] != 0) & (room >= 0) & (self.sh_alloc[rows] != self.sh_rel[rows])
+        return ok.any(axis=-1)
 
     def group_fits_idle(self, n: int, slot: int, task_mem: float) -> bool:
         """KAI ``EnoughIdleResourcesOnGpu``: the request fits the group without releasing memory."""

@@ -57,6 +57,7 @@ class QueueState:
         alloc = np.maximum(self.deserved, self.fair_share)
         alloc = np.where(self.limit != UNLIMITED, np.minimum(self.limit, alloc), alloc)
         self.allocatable = np.where(self.deserved == UNLIMITED, self.limit, alloc)
+        self.version = [0] * nq  # bumped when a queue's Allocated changes (cached ordering keys)
 
     def _chain(self, i: int) -> list[int]:
         out, seen = [], set()
@@ -68,8 +69,10 @@ class QueueState:
 
     def add(self, q: int, amount: np.ndarray, non_preemptible: bool, sign: float = 1.0) -> None:
         """Add (``sign=-1``: subtract) ``amount`` to the queue and every ancestor."""
+        version = self.version
         for a in self.chains[q]:
             self.allocated[a] += sign * amount
+            version[a] += 1
             if non_preemptible:
                 self.allocated_np[a] += sign * amount
 
@@ -83,7 +86,7 @@ class QueueState:
                 lim = self.limit[a, r]
                 if lim == UNLIMITED or requested[r] == 0:
                     continue
-                if lim < self.allocated[a, r] + requested[r] - _EPS:
+                if lim < self.allocated[a, r] + requested[r]:
                     return a, r
         return None
 
@@ -95,7 +98,7 @@ class QueueState:
                 d = self.deserved[a, r]
                 if d == UNLIMITED or requested[r] == 0:
                     continue
-                if d < self.allocated_np[a, r] + requested[r] - _EPS:
+                if d < self.allocated_np[a, r] + requested[r]:
                     return a, r
         return None
 
@@ -111,6 +114,3 @@ class QueueState:
                         "requested": float(self.requested[i, r])}
         return out
 
-
-_EPS = 1e-9
-"""Tolerance for float sums of fractions (0.1 + 0.2 must not exceed a limit of 0.3)."""

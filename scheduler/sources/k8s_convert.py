@@ -4,7 +4,12 @@ Shared by the live ``kube`` source and the KAI ``/get-snapshot`` zip importer, s
 way. The rules follow KAI's cache (kai-semantics.md):
 
 - Nodes: allocatable ``nvidia.com/gpu`` (+ MIG instances counted as their compute-slice number of GPUs, §e.6),
-  ``nvidia.com/gpu.memory`` label (MiB, floored to 100 MiB; missing → 100 as KAI does, §e.2), Ready condition.
+  ``nvidia.com/gpu.memory`` label (MiB, floored to 100 MiB; missing → 100 as KAI does, §e.2), KAI's node condition
+  check (Ready, no memory / disk / PID pressure, network available), ``spec.unschedulable``, taints; labels with
+  scheduling prefixes plus any label a pod's node selector, node affinity or topology key reads.
+- What KAI's predicates read from pods (:mod:`scheduler.sources.k8s_constraints`): tolerations, node selector,
+  required node affinity, inter-pod (anti-)affinity, host ports, required ConfigMaps; pods of other schedulers
+  keep what those predicates see of them (``Node.external_pods``); ConfigMaps present (``Snapshot.config_maps``).
 - Pods of the KAI scheduler become tasks; their status follows KAI's ``getTaskStatus`` (§b "Mapping from a k8s
   Pod"). Fractions come from the ``gpu-fraction`` / ``gpu-memory`` / ``gpu-fraction-num-devices`` annotations,
   GPU groups from the ``runai-gpu-group`` labels, GPU indices from the reservation pods in
@@ -14,8 +19,10 @@ way. The rules follow KAI's cache (kai-semantics.md):
 - Queues (``scheduling.run.ai/v2``): missing quota/limit/weight = 0, memory in MB (10^6 bytes), ``-1`` kept;
   orphan queues and their subtrees are dropped (§b, "Queue snapshotting details").
 - PodGroups (``scheduling.run.ai/v2alpha2``): minMember (nil → 1), queue, priority class (unknown → globalDefault
-  else 50, §d/§f), preemptibility, subGroups, KAI's timestamps and durations. KAI pods with no PodGroup become a
-  single-task job each, as the pod-grouper would make them.
+  else 50, §d/§f), preemptibility, subGroups, KAI's timestamps and durations. KAI pods in no PodGroup become a
+  job each (by their ``pod-group-name`` annotation, else their name) with ``waiting_for: pod-grouper``: KAI
+  schedules PodGroups only, so it neither schedules nor counts them until the pod-grouper creates one. A PodGroup
+  in a queue that does not exist stays a job with ``waiting_for: queue`` (its running pods keep their nodes).
 
 One malformed object is skipped (or adjusted) with a :class:`SourceWarning` naming kind, namespace, name and
 field; conversion itself never raises for bad objects.
@@ -34,8 +41,10 @@ from typing import Any, Iterable, Optional
 
 from ..errors import SnapshotError, SourceError
 from ..model import (
+    DEFAULT_GPU_MEMORY_MIB,
     DEFAULT_JOB_PRIORITY,
     DEFAULT_QUEUE_PRIORITY,
+    ExternalPod,
     Job,
     Node,
     Queue,
@@ -48,6 +57,7 @@ from ..model import (
 from ..snapshot_io import (_Collector, cross_check_problems, job_checked, job_placement_problems, node_checked,
                            queue_checked, validate)
 from .k8s_parse import BadField, duration, gpu_memory_label_mib, integer, number, quantity, timestamp
+from .k8s_constraints import host_ports, node_readiness, node_taints, pod_constraints, selector_label_keys
 from .kai_export import gpu_index_of_uuid
 from .warnings import SourceWarning
 
@@ -56,8 +66,6 @@ DEFAULT_QUEUE_NAME = "default-queue"
 DEFAULT_QUEUE_LABEL_KEY = "kai.scheduler/queue"
 LEGACY_QUEUE_LABEL_KEY = "runai/queue"
 PROJECT_LABEL_KEY = "project"
-DEFAULT_GPU_MEMORY_MIB = 100.0
-"""KAI's ``DefaultGpuMemory`` when a node lacks the ``nvidia.com/gpu.memory`` label."""
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 UTILITY_APP_LABEL_VALUES = frozenset({"kai-resource-reservation", "runai-reservation", "scaling-pod"})
@@ -86,7 +94,7 @@ NODE_LABEL_PREFIXES = ("kai.scheduler/", "nvidia.com/gpu.", "nvidia.com/mig.", "
 """Node labels kept in the snapshot (scheduling-relevant ones; feature-discovery noise is dropped)."""
 
 RESOURCE_KINDS = {"nodes": "Node", "pods": "Pod", "queues": "Queue", "podgroups": "PodGroup",
-                  "priorityclasses": "PriorityClass", "bindrequests": "BindRequest"}
+                  "priorityclasses": "PriorityClass", "bindrequests": "BindRequest", "configmaps": "ConfigMap"}
 
 
 @dataclass
@@ -99,6 +107,7 @@ class RawObjects:
     podgroups: list = field(default_factory=list)
     priorityclasses: list = field(default_factory=list)
     bindrequests: list = field(default_factory=list)
+    configmaps: list = field(default_factory=list)
 
 
 @dataclass
@@ -252,14 +261,14 @@ def convert_node(obj: dict, warn: _Warnings) -> Node:
             warn.add("Node", None, name, "metadata.labels.nvidia.com/gpu.count",
                      f"label says {count_label} GPUs but allocatable {GPU_RESOURCE} is {gpus}; using allocatable",
                      skipped=False)
-    ready = False
-    conditions = status.get("conditions") or []
-    for cond in conditions:
-        if isinstance(cond, dict) and cond.get("type") == "Ready":
-            ready = cond.get("status") == "True"
+    ready, _ = node_readiness(status)  # Ready and no pressure condition (a node without conditions passes)
+    spec = _dict(obj, "spec")
+    unschedulable = spec.get("unschedulable") is True
+    taints = node_taints(spec)
     kept = {k: v for k, v in labels.items() if k.startswith(NODE_LABEL_PREFIXES)}
     return Node(name=name, gpus=gpus, gpu_memory_mib=gpu_memory, cpu_millis=cpu_millis, memory_bytes=memory,
-                pods=pods, gpu_model=labels.get("nvidia.com/gpu.product") or None, labels=kept, ready=ready)
+                pods=pods, gpu_model=labels.get("nvidia.com/gpu.product") or None, labels=kept, ready=ready,
+                unschedulable=unschedulable, taints=taints)
 
 
 # ---------------------------------------------------------------------------------------------- queues
@@ -478,6 +487,7 @@ class _Pod:
     phase: str
     deleting: bool
     requests: dict
+    constraints: Any = None
 
     @property
     def key(self) -> str:
@@ -493,11 +503,33 @@ def _read_pod(obj: dict) -> _Pod:
     node = spec.get("nodeName") or None
     if node is not None and not isinstance(node, str):
         raise BadField("spec.nodeName", f"expected a node name, got {node!r}")
-    return _Pod(ns=ns or "default", name=name, obj=obj, labels=_str_map(obj, "metadata", "labels"),
-                annotations=_str_map(obj, "metadata", "annotations"), node=node,
+    labels, annotations = _str_map(obj, "metadata", "labels"), _str_map(obj, "metadata", "annotations")
+    return _Pod(ns=ns or "default", name=name, obj=obj, labels=labels, annotations=annotations, node=node,
                 phase=str(status.get("phase") or "Pending"),
                 deleting=_dict(obj, "metadata").get("deletionTimestamp") is not None,
                 requests=pod_requests(spec))
+
+
+def _kai_pod_constraints(pod: _Pod) -> None:
+    """Read what KAI's predicates need from a KAI pod's spec (raises :class:`BadField`)."""
+    pod.constraints = pod_constraints(_dict(pod.obj, "spec"), pod.labels, pod.annotations)
+
+
+def _external_pod(pod: _Pod, pod_keys: set[str]) -> Optional[ExternalPod]:
+    """What KAI's predicates see of another scheduler's pod on a node: labels some affinity selector reads, host
+    ports and required anti-affinity; None when it has none of these."""
+    spec = _dict(pod.obj, "spec")
+    try:
+        ports = host_ports(spec)
+        anti = _dict(spec, "affinity", "podAntiAffinity").get("requiredDuringSchedulingIgnoredDuringExecution")
+        constraints = pod_constraints(spec, {}, {}) if anti else None
+    except BadField:
+        return None
+    labels = {k: v for k, v in pod.labels.items() if k in pod_keys}
+    terms = constraints.pod_anti_affinity if constraints is not None else []
+    if not (labels or ports or terms):
+        return None
+    return ExternalPod(namespace=pod.ns, labels=labels, host_ports=ports, pod_anti_affinity=terms)
 
 
 def _is_utility(pod: _Pod) -> bool:
@@ -607,7 +639,7 @@ def convert(raw: RawObjects, *, scheduler_name: str = DEFAULT_SCHEDULER_NAME, ti
 class _Entry:
     """One raw object and what it converts to on its own (cached while its resourceVersion is unchanged)."""
 
-    __slots__ = ("key", "obj", "rv", "seq", "value", "warnings", "kind", "job_key")
+    __slots__ = ("key", "obj", "rv", "seq", "value", "warnings", "kind", "job_key", "keys")
 
     def __init__(self, key: str, obj: Any, seq: int) -> None:
         self.key, self.obj, self.seq = key, obj, seq
@@ -618,6 +650,7 @@ class _Entry:
         self.warnings: list[SourceWarning] = []
         self.kind: Optional[str] = None
         self.job_key: Optional[tuple[str, str]] = None
+        self.keys: tuple = ((), ())  # node and pod label keys a KAI pod's constraints read
 
 
 class _JobResult:
@@ -702,6 +735,8 @@ class IncrementalConverter:
         self._name_counts: dict[str, dict[str, int]] = {"job": {}, "task": {}}
         self._repeated = {"job": 0, "task": 0}  # names held by more than one job / task
         self._versions: dict[str, Any] = {}
+        self._node_keys: Counter = Counter()  # node label keys KAI pods' constraints read
+        self._pod_keys: Counter = Counter()   # pod label keys their inter-pod affinity selectors read
 
     # ------------------------------------------------------------------------------------------ stage 1
 
@@ -813,9 +848,16 @@ class IncrementalConverter:
         if sched != self.scheduler_name:
             e.kind = "external"
             return
+        try:
+            _kai_pod_constraints(pod)
+        except BadField as exc:
+            e.kind, e.warnings = "bad", [SourceWarning("Pod", pod.ns, pod.name, exc.field, exc.message, True)]
+            return
         e.kind = "kai"
         pg = pod.annotations.get(ANN_POD_GROUP)
         e.job_key = (pod.ns, pg or pod.name)
+        node_keys, pod_keys = selector_label_keys(pod.constraints)
+        e.keys = (tuple(node_keys), tuple(pod_keys))
 
     # ------------------------------------------------------------------------------------------ convert
 
@@ -851,6 +893,7 @@ class IncrementalConverter:
         # nodes: templates (converted once per version); duplicates keep the first, as before
         fresh_n, dropped_n, ordered_n = self._sync("nodes", get("nodes"), self._make_node, versions.get("nodes"))
         templates: dict[str, Node] = {}
+        self._node_raw_labels = {}
         for e in self._stores["nodes"].values():
             warn.items.extend(e.warnings)
             node = e.value
@@ -860,6 +903,7 @@ class IncrementalConverter:
                 warn.add("Node", None, node.name, "metadata.name", "duplicate node")
                 continue
             templates[node.name] = node
+            self._node_raw_labels[node.name] = _dict(e.obj, "metadata", "labels")
         old_templates = self._node_templates
         changed_nodes = {n for n, t in templates.items() if old_templates.get(n) is not t}
         changed_nodes.update(n for n in old_templates if n not in templates)
@@ -959,16 +1003,28 @@ class IncrementalConverter:
         self._reserved = reserved
 
         # this snapshot's nodes: fresh copies of the templates, with other schedulers' pods as external load
+        node_keys = {k for k, c in self._node_keys.items() if c > 0}
+        pod_keys = {k for k, c in self._pod_keys.items() if c > 0}
+        raw_labels = self._node_raw_labels if node_keys else {}
         nodes = {}
         for name, t in templates.items():
             node = nodes[name] = _clone(t)
             node.external = _clone(t.external)
+            extra = raw_labels.get(name)
+            if extra:  # labels that some pod's selector, affinity or topology key reads are kept too
+                picked = {k: extra[k] for k in node_keys if k in extra and k not in t.labels}
+                if picked:
+                    node.labels = {**t.labels, **picked}
         external_pods = 0
         for e in sorted(self._by_kind["external"].values(), key=lambda x: x.seq):
             pod = e.value
             if _is_active_on_node(pod) and pod.node in nodes:
-                _add_external(nodes[pod.node], pod.requests)
+                target = nodes[pod.node]
+                _add_external(target, pod.requests)
                 external_pods += 1
+                seen = _external_pod(pod, pod_keys)
+                if seen is not None:
+                    target.external_pods = [*target.external_pods, seen]
 
         if "queues" not in available:
             warn.add("queues.scheduling.run.ai", None, None, None,
@@ -1008,6 +1064,9 @@ class IncrementalConverter:
         conditions = {results[key].job.key: results[key].conditions for key in sorted(self._flagged["conditions"])}
         snap = Snapshot(nodes=list(nodes.values()), queues=queues, jobs=jobs, config=self.config or SchedulerConfig(),
                         time=time)
+        if "configmaps" in available:  # KAI's ConfigMap predicate needs to know which exist
+            snap.config_maps = sorted({f"{ns or 'default'}/{name}" for _, obj in _keyed(get("configmaps"))
+                                       for ns, name in [_meta(obj)] if name})
         # Each job was validated when it was built (on its own, and against the nodes its tasks name: a node
         # change rebuilds the jobs on it). Per snapshot only the cross-object checks are left; anything wrong
         # takes the full check-and-prune path, which reports it exactly.
@@ -1080,6 +1139,8 @@ class IncrementalConverter:
 
     def _index_pod(self, e: _Entry, dirty: set) -> None:
         if e.kind == "kai":
+            self._node_keys.update(e.keys[0])
+            self._pod_keys.update(e.keys[1])
             members = self._members.get(e.job_key)
             if members is None:
                 members = self._members[e.job_key] = {}
@@ -1093,6 +1154,8 @@ class IncrementalConverter:
 
     def _unindex_pod(self, e: _Entry, dirty: set) -> None:
         if e.kind == "kai":
+            self._node_keys.subtract(e.keys[0])
+            self._pod_keys.subtract(e.keys[1])
             members = self._members.get(e.job_key)
             if members is not None and members.get(e.key) is e:
                 del members[e.key]
@@ -1108,12 +1171,16 @@ class IncrementalConverter:
         if self._pod_warnings.get(e.key) is e:
             del self._pod_warnings[e.key]
 
-    def _group_of(self, key, members: list[_Entry], groups) -> _Group:
+    def _group_of(self, key, members: list[_Entry], groups, check_groups: bool) -> _Group:
         group = groups.get(key)
         if group is not None:
             return group
         pod = members[0].value  # the first pod (raw order) stands for the job, as the pod-grouper would
-        return _standalone_group(pod, key[1], self._pcs, self.queue_label_key)
+        group = _standalone_group(pod, key[1], self._pcs, self.queue_label_key)
+        # With PodGroups readable, a pod in none of them waits for the pod-grouper: KAI schedules PodGroups only.
+        if check_groups:
+            group.job.waiting_for = "pod-grouper"
+        return group
 
     def _build_job(self, key, groups, binds, nodes, reserved, available, queue_names, parents,
                    count: bool = True) -> None:
@@ -1159,10 +1226,11 @@ class IncrementalConverter:
             if pg and check_groups and (pod.ns, pg) not in groups:
                 grouping[m.key] = (m.seq, SourceWarning(
                     "Pod", pod.ns, pod.name, f"metadata.annotations.{ANN_POD_GROUP}",
-                    f"PodGroup {pg!r} not found: grouped by the annotation with minMember 1", False))
+                    f"PodGroup {pg!r} not found: the pod waits for the pod-grouper (KAI does not schedule it)",
+                    False))
             elif grouping and m.key in grouping:
                 del grouping[m.key]
-        group = self._group_of(key, members, groups)
+        group = self._group_of(key, members, groups, check_groups)
         r.queue = group.job.queue
         depends = {p.node for p in pods if p.node}
         if binds:
@@ -1196,10 +1264,14 @@ class IncrementalConverter:
                          "load on their nodes")
             return
         problem = None
-        if "queues" not in available:
-            pass  # every job's queue is synthesised
+        if "queues" not in available or job.waiting_for:
+            pass  # every job's queue is synthesised, or the pod-grouper has not chosen one yet
         elif job.queue not in queue_names:
-            problem = f"queue {job.queue!r} does not exist (KAI: QueueDoesNotExist)"
+            # KAI keeps the PodGroup with a QueueDoesNotExist fit error: not scheduled, in no queue's numbers,
+            # its pods on nodes still counted there (and in the resources fair share divides)
+            job.waiting_for = "queue"
+            warn.add(kind, ns, name, "spec.queue", f"queue {job.queue!r} does not exist (KAI: QueueDoesNotExist): "
+                     "not scheduled and not in fair share; its running pods keep their nodes", skipped=False)
         elif job.queue in parents:
             problem = f"queue {job.queue!r} is not a leaf queue (jobs go in leaf queues)"
         if problem:
@@ -1208,17 +1280,6 @@ class IncrementalConverter:
             warn.add(kind, ns, name, "spec.queue",
                      f"{problem}: not scheduled; {n_ext} active pod(s) counted as external load on their nodes")
             return
-        if job.min_available > len(tasks):
-            active = [t for t in tasks if t.status in ("running", "binding", "releasing")]
-            if not active:
-                warn.add(kind, ns, name, "spec.minMember",
-                         f"minMember {job.min_available} but only {len(tasks)} pod(s) exist: KAI does not "
-                         "consider the job until enough pods exist")
-                return
-            warn.add(kind, ns, name, "spec.minMember",
-                     f"minMember {job.min_available} but only {len(tasks)} pod(s) exist; minMember lowered to "
-                     f"{len(tasks)}", skipped=False)
-            job.min_available = len(tasks)
         job.tasks = tasks
         r.job = job
         r.conditions = group.conditions
@@ -1227,7 +1288,8 @@ class IncrementalConverter:
             r.problems = job_placement_problems(job, nodes) + [
                 (f"jobs[{job.name}].tasks[{t.name}].node", f"task on unknown node {t.node!r}")
                 for t in tasks if t.node is not None and t.node not in nodes]
-            if "queues" in available and (job.queue not in queue_names or job.queue in parents):
+            if "queues" in available and not job.waiting_for and (
+                    job.queue not in queue_names or job.queue in parents):
                 r.problems.append((f"jobs[{job.name}].queue", "not a leaf queue of the snapshot"))
         else:  # something unusual: the snapshot takes the exact (full) check
             r.problems = errs.problems or [(f"jobs[{job.name}]", "needs the full check")]
@@ -1286,6 +1348,9 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
                 raise BadField("BindRequest.spec.selectedNode", "missing")
         elif status == "pipelined":
             node, groups = _nominated_node(pod), []
+        elif bind is not None and status in ("running", "releasing"):
+            # KAI takes a pod's GPU groups from its BindRequest when it has one (pod_info.go)
+            groups = [g for g in (bind.get("selectedGPUGroups") or []) if isinstance(g, str)] or groups
         created = _creation_time(pod.obj)
         uid = _dict(pod.obj, "metadata").get("uid")
     except BadField as exc:
@@ -1297,7 +1362,7 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
         groups = []  # a Failed pod keeps its node (shown there; it holds nothing)
     task = Task(name=pod.key, gpu=gpu, gpu_memory_mib=gpu_mem, gpu_devices=ndev,
                 cpu_millis=pod.requests.get("cpu", 0.0) * 1000, memory_bytes=pod.requests.get("memory", 0.0),
-                status=status, node=node, creation_time=created,
+                status=status, node=node, creation_time=created, constraints=pod.constraints,
                 uid=uid if isinstance(uid, str) and uid else None)
     sg = pod.labels.get(LABEL_SUBGROUP)
     if sg:
@@ -1309,6 +1374,10 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
     if node is None:
         return task
     target = nodes.get(node)
+    if status == "pipelined" and (target is None or task.is_gpu and target.gpus == 0 or
+                                  gpu_mem is not None and gpu_mem > target.gpu_memory_mib):
+        task.status, task.node = "pending", None  # a nomination that cannot hold: KAI's bonus has no effect
+        return task
     if target is None:
         warn.add("Pod", pod.ns, pod.name, "spec.nodeName", f"node {node!r} is not in the snapshot")
         return None

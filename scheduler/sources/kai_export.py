@@ -9,8 +9,9 @@ snapshot                    KAI objects (``rawObjects``)
 =========================== =============================================================================
 node                        Node: allocatable ``cpu`` / ``memory`` / ``pods`` / ``nvidia.com/gpu``, labels
                             (``nvidia.com/gpu.memory``, ``.product``, ``.count`` from the GPU fields), Ready
-                            condition, taints, ``spec.unschedulable``; ``external`` usage as one Running pod of
-                            ``default-scheduler`` in namespace ``kaidash-external``
+                            condition, taints, ``spec.unschedulable``; ``external`` usage and ``external_pods``
+                            as Running pods of ``default-scheduler`` (one per pod slot)
+config_maps                 ConfigMaps
 queue                       Queue ``scheduling.run.ai/v2`` (memory quota/limit in MB, as the CRD has it)
 job                         PodGroup ``scheduling.run.ai/v2alpha2`` (minMember, queue, priority class,
                             preemptibility, subGroups, KAI's timestamp annotations and durations)
@@ -18,7 +19,9 @@ job priority                PriorityClass: KAI's ``train`` 50, ``build-preemptib
                             ``inference`` 125, else ``kaidash-priority-<value>``
 task                        Pod of ``kai-scheduler`` with the ``pod-group-name`` annotation, the queue label,
                             ``gpu-fraction`` / ``gpu-memory`` / ``gpu-fraction-num-devices`` annotations,
-                            ``runai-gpu-group`` label(s), the sub-group label; status as KAI reads it:
+                            ``runai-gpu-group`` label(s), the sub-group label, its ``constraints`` (labels,
+                            tolerations, node selector, affinity, host ports, ConfigMap volumes); a job
+                            ``waiting_for: pod-grouper`` gets no PodGroup; status as KAI reads it:
                             pending = Pending, running = Running on its node, releasing = Running with a
                             deletionTimestamp, binding = Pending + a BindRequest, pipelined = Pending with
                             ``status.nominatedNodeName``, failed / succeeded = that phase
@@ -35,9 +38,9 @@ task named ``<namespace>/<pod>`` becomes pod ``<pod>``, any other task name beco
 whose jobs have namespaces and whose task names are ``<namespace>/<pod>`` (what every kube or zip import produces)
 comes back unchanged; others come back under those names (:func:`kai_names` gives the mapping).
 
-Kubernetes UIDs are KAI's last tie-breaker in job and task order: a job or task with ``uid`` keeps it; one
-without gets a generated UID that sorts in kaidash's own fallback order (job key, task name), so KAI breaks ties
-the way kaidash does.
+A pod's Kubernetes UID is KAI's last tie-breaker in task order (jobs tie-break on the PodGroup's name): a task
+or job with ``uid`` keeps it; one without gets a generated UID that sorts in kaidash's own fallback order (task
+name; job key), so KAI breaks ties the way kaidash does.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
-from ..model import Job, Node, Queue, SchedulerConfig, Snapshot, Task
+from ..model import (ExternalPod, HostPort, Job, LabelSelector, Node, PodAffinityTerm, PodConstraints, Queue,
+                     Requirement, SchedulerConfig, Snapshot, Task, has_gpu_memory_value)
 
 MEMBER = "snapshot.json"
 SCHEDULER_NAME = "kai-scheduler"
@@ -187,16 +191,16 @@ def node_object(n: Node, time: float) -> dict:
         alloc["nvidia.com/gpu"] = str(n.gpus)
         labels["nvidia.com/gpu.count"] = str(n.gpus)
         labels["nvidia.com/gpu.present"] = "true"
-        labels["nvidia.com/gpu.memory"] = str(int(n.gpu_memory_mib))
+        if has_gpu_memory_value(n.gpu_memory_mib):  # KAI's 100 MiB default stands for "no label"
+            labels["nvidia.com/gpu.memory"] = str(int(n.gpu_memory_mib))
         if n.gpu_model:
             labels["nvidia.com/gpu.product"] = n.gpu_model
     elif n.gpu_model:
         labels["nvidia.com/gpu.product"] = n.gpu_model
     spec: dict[str, Any] = {}
-    taints = list(getattr(n, "taints", None) or [])
-    if taints:
-        spec["taints"] = [_taint_dict(t) for t in taints]
-    if getattr(n, "unschedulable", False):
+    if n.taints:
+        spec["taints"] = [_taint_dict(t) for t in n.taints]
+    if n.unschedulable:
         spec["unschedulable"] = True
     stamp = _rfc3339(time)
     ready = "True" if n.ready else "False"
@@ -217,12 +221,12 @@ def _taint_dict(t: Any) -> dict:
 
 
 def external_pod_objects(n: Node, time: float) -> list[dict]:
-    """Pods of another scheduler holding the node's ``external`` usage (one per pod slot)."""
+    """Pods of another scheduler holding the node's ``external`` usage (one per pod slot; the first carries all
+    the resources), carrying the labels, host ports and anti-affinity of ``external_pods`` in order."""
     ext = n.external
-    if not (ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods):
+    if not (ext.gpus or ext.cpu_millis or ext.memory_bytes or ext.pods or n.external_pods):
         return []
-    pods = max(int(ext.pods), 1)
-    # One pod per pod slot held; the first carries all the resources.
+    pods = max(int(ext.pods), len(n.external_pods), 1)
     out = []
     for k in range(pods):
         requests: dict[str, str] = {}
@@ -230,14 +234,96 @@ def external_pod_objects(n: Node, time: float) -> list[dict]:
             requests = {"cpu": _millis(ext.cpu_millis), "memory": _bytes(ext.memory_bytes)}
             if ext.gpus:
                 requests["nvidia.com/gpu"] = str(_number(ext.gpus))
+        seen = n.external_pods[k] if k < len(n.external_pods) else ExternalPod(EXTERNAL_NAMESPACE)
         name = f"external-{n.name}-{k}"
+        container: dict[str, Any] = {"name": "main", "resources": {"requests": requests}}
+        if seen.host_ports:
+            container["ports"] = [_port_dict(h) for h in seen.host_ports]
+        spec: dict[str, Any] = {"schedulerName": "default-scheduler", "nodeName": n.name, "containers": [container]}
+        if seen.pod_anti_affinity:
+            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                _affinity_term_dict(t) for t in seen.pod_anti_affinity]}}
         out.append({"apiVersion": "v1", "kind": "Pod",
-                    "metadata": _meta(name, EXTERNAL_NAMESPACE, str(uuid.uuid5(_UUID_NS, f"external/{name}")), time,
-                                      labels={"app": "kaidash-external"}),
-                    "spec": {"schedulerName": "default-scheduler", "nodeName": n.name,
-                             "containers": [{"name": "main", "resources": {"requests": requests}}]},
-                    "status": {"phase": "Running"}})
+                    "metadata": _meta(name, seen.namespace, str(uuid.uuid5(_UUID_NS, f"external/{name}")), time,
+                                      labels=seen.labels or {"app": "kaidash-external"}),
+                    "spec": spec, "status": {"phase": "Running"}})
     return out
+
+
+def _port_dict(h: HostPort) -> dict:
+    d: dict[str, Any] = {"containerPort": h.port, "hostPort": h.port, "protocol": h.protocol}
+    if h.host_ip:
+        d["hostIP"] = h.host_ip
+    return d
+
+
+def _requirement_dict(r: Requirement) -> dict:
+    d: dict[str, Any] = {"key": r.key, "operator": r.operator}
+    if r.values:
+        d["values"] = list(r.values)
+    return d
+
+
+def _selector_dict(sel: LabelSelector) -> dict:
+    d: dict[str, Any] = {}
+    if sel.match_labels:
+        d["matchLabels"] = dict(sel.match_labels)
+    if sel.match_expressions:
+        d["matchExpressions"] = [_requirement_dict(r) for r in sel.match_expressions]
+    return d
+
+
+def _affinity_term_dict(t: PodAffinityTerm) -> dict:
+    d: dict[str, Any] = {"labelSelector": _selector_dict(t.selector), "topologyKey": t.topology_key}
+    if t.namespaces:
+        d["namespaces"] = list(t.namespaces)
+    if t.all_namespaces:
+        d["namespaceSelector"] = {}
+    return d
+
+
+def _affinity_block(required: list[PodAffinityTerm], preferred: list[PodAffinityTerm]) -> dict:
+    d: dict[str, Any] = {}
+    if required:
+        d["requiredDuringSchedulingIgnoredDuringExecution"] = [_affinity_term_dict(t) for t in required]
+    if preferred:
+        d["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": t.weight, "podAffinityTerm": _affinity_term_dict(t)} for t in preferred]
+    return d
+
+
+def _apply_constraints(c: PodConstraints, spec: dict, container: dict) -> None:
+    """Write a task's constraints into its pod spec, as the API holds them."""
+    if c.tolerations:
+        spec["tolerations"] = [{k: v for k, v in (("key", t.key), ("operator", t.operator), ("value", t.value),
+                                                   ("effect", t.effect)) if v} for t in c.tolerations]
+    if c.node_selector:
+        spec["nodeSelector"] = dict(c.node_selector)
+    affinity: dict[str, Any] = {}
+    if c.node_affinity:
+        terms = []
+        for term in c.node_affinity:
+            t: dict[str, Any] = {}
+            if term.match_expressions:
+                t["matchExpressions"] = [_requirement_dict(r) for r in term.match_expressions]
+            if term.match_fields:
+                t["matchFields"] = [_requirement_dict(r) for r in term.match_fields]
+            terms.append(t)
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    pa = _affinity_block(c.pod_affinity, c.preferred_pod_affinity)
+    if pa:
+        affinity["podAffinity"] = pa
+    anti = _affinity_block(c.pod_anti_affinity, c.preferred_pod_anti_affinity)
+    if anti:
+        affinity["podAntiAffinity"] = anti
+    if affinity:
+        spec["affinity"] = affinity
+    if c.host_ports:
+        container["ports"] = [_port_dict(h) for h in c.host_ports]
+    if c.config_maps:
+        spec["volumes"] = [{"name": f"cm-{k}", "configMap": {"name": name}} for k, name in enumerate(c.config_maps)]
+        container["volumeMounts"] = [{"name": f"cm-{k}", "mountPath": f"/etc/kaidash/cm-{k}"}
+                                     for k in range(len(c.config_maps))]
 
 
 def queue_object(q: Queue, uid: str) -> dict:
@@ -312,11 +398,12 @@ def _requests(t: Task) -> tuple[dict, dict]:
     return requests, limits
 
 
-def pod_object(job: Job, t: Task, ns: str, uid: str) -> dict:
+def pod_object(job: Job, t: Task, ns: str, uid: str, time: Optional[float] = None) -> dict:
     """A KAI pod for task ``t`` of ``job`` (see the module table for the status mapping)."""
     labels = {"kai.scheduler/queue": job.queue}
-    labels.update(getattr(t, "labels", None) or {})
-    ann = {"pod-group-name": job.name}
+    if t.constraints is not None:
+        labels.update(t.constraints.labels)
+    ann = {} if _bare_pod(job, t, ns) else {"pod-group-name": job.name}
     if t.gpu_memory_mib is not None:
         ann["gpu-memory"] = str(_number(t.gpu_memory_mib))
     elif 0 < t.gpu < 1:
@@ -335,9 +422,11 @@ def pod_object(job: Job, t: Task, ns: str, uid: str) -> dict:
     resources: dict[str, Any] = {"requests": requests}
     if limits:
         resources["limits"] = limits
+    container: dict[str, Any] = {"name": "main", "resources": resources}
     spec: dict[str, Any] = {"schedulerName": SCHEDULER_NAME, "priorityClassName": priority_class_name(job.priority),
-                            "containers": [{"name": "main", "resources": resources}],
-                            "restartPolicy": "Never"}
+                            "containers": [container], "restartPolicy": "Never"}
+    if t.constraints is not None:
+        _apply_constraints(t.constraints, spec, container)
     status: dict[str, Any] = {}
     meta = _meta(_pod_name(t, ns), ns, uid,
                  t.creation_time if t.creation_time is not None else job.creation_time,
@@ -347,7 +436,9 @@ def pod_object(job: Job, t: Task, ns: str, uid: str) -> dict:
         spec["nodeName"] = t.node
         status["phase"] = "Running"
         if s == "releasing":
-            meta["deletionTimestamp"] = meta["creationTimestamp"]
+            # deleted at the snapshot's time: KAI takes a pod deleted more than 2 minutes before *its* clock as
+            # StuckInReleasing (no longer pipelinable), so a replay long after the snapshot sees it stuck
+            meta["deletionTimestamp"] = _rfc3339(time if time is not None else t.creation_time or job.creation_time)
             meta["deletionGracePeriodSeconds"] = 30
     elif s == "pipelined":
         status["phase"] = "Pending"
@@ -361,6 +452,11 @@ def pod_object(job: Job, t: Task, ns: str, uid: str) -> dict:
     else:  # pending, binding (the BindRequest says where)
         status["phase"] = "Pending"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+
+
+def _bare_pod(job: Job, t: Task, ns: str) -> bool:
+    """A job awaiting the pod-grouper whose single pod is the job (no ``pod-group-name`` annotation at all)."""
+    return job.waiting_for == "pod-grouper" and len(job.tasks) == 1 and _pod_name(t, ns) == job.name
 
 
 def bind_request_object(t: Task, pod: dict) -> dict:
@@ -454,9 +550,10 @@ def export_kai_document(snap: Snapshot) -> dict:
     groups: dict[tuple[str, str], Optional[int]] = {}
     for job in snap.jobs:
         ns = job.namespace or DEFAULT_NAMESPACE
-        pod_groups.append(pod_group_object(job, ns, job_uids(job.key, getattr(job, "uid", None))))
+        if job.waiting_for != "pod-grouper":  # the pod-grouper has not made a PodGroup for those pods yet
+            pod_groups.append(pod_group_object(job, ns, job_uids(job.key, job.uid)))
         for t in job.tasks:
-            pod = pod_object(job, t, ns, task_uids(t.name, getattr(t, "uid", None)))
+            pod = pod_object(job, t, ns, task_uids(t.name, t.uid), time)
             pods.append(pod)
             if t.status == "binding":
                 binds.append(bind_request_object(t, pod))
@@ -470,7 +567,9 @@ def export_kai_document(snap: Snapshot) -> dict:
             pods.append(reservation_pod_object(node, group, idx, time))
     for n in snap.nodes:
         pods.extend(external_pod_objects(n, time))
-    for ns, name in sorted(set(getattr(snap, "config_maps", None) or [])):
+    for ref in sorted(set(snap.config_maps or [])):
+        ns, _, name = ref.rpartition("/")
+        ns = ns or DEFAULT_NAMESPACE
         config_maps.append({"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": _meta(name, ns, str(uuid.uuid5(_UUID_NS, f"cm/{ns}/{name}")), time)})
     values = sorted({j.priority for j in snap.jobs} | set(KAI_PRIORITY_CLASSES))
