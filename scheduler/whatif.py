@@ -163,14 +163,15 @@ class WhatIf:
 
     def apply_with_notes(self, snapshot: Snapshot) -> tuple[Snapshot, dict[str, list[str]]]:
         """Like :meth:`apply`, also returning what it did: ``{"nodes_added", "nodes_removed", "tasks_displaced",
-        "jobs_cloned", "jobs_dropped"}`` (names)."""
+        "jobs_cloned", "jobs_dropped", "actions_removed"}`` (names; ``actions_removed`` only when spread
+        placement took consolidation out of the action list, as KAI's operator does)."""
         self._validate(snapshot)
         snap = copy.copy(snapshot)
         snap.nodes, snap.queues, snap.jobs = list(snapshot.nodes), list(snapshot.queues), list(snapshot.jobs)
         snap.config = copy.deepcopy(snapshot.config)
         snap.usage = copy.deepcopy(snapshot.usage)
         notes: dict[str, list[str]] = {"nodes_added": [], "nodes_removed": [], "tasks_displaced": [],
-                                       "jobs_cloned": [], "jobs_dropped": []}
+                                       "jobs_cloned": [], "jobs_dropped": [], "actions_removed": []}
         position = {q.name: i for i, q in enumerate(snap.queues)}
         for name, q in self.queues.items():
             queue = snap.queues[position[name]] = copy.deepcopy(snap.queues[position[name]])
@@ -191,6 +192,11 @@ class WhatIf:
             snap.config.placement.gpu = self.placement_gpu
         if self.placement_cpu:
             snap.config.placement.cpu = self.placement_cpu
+        if (self.placement_gpu == "spread" or self.placement_cpu == "spread") and "consolidation" in snap.config.actions:
+            # KAI's operator writes no consolidation action for a shard with spread placement
+            # (pkg/apis/kai/v1/schedulingshard_types.go); a shard switched to spread runs without it.
+            snap.config.actions = [a for a in snap.config.actions if a != "consolidation"]
+            notes["actions_removed"] = ["consolidation"]
         if self.gpu_device_order:
             snap.config.gpu_device_order = self.gpu_device_order
         if self.k_value is not None:

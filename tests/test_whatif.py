@@ -47,6 +47,16 @@ def test_queue_overrides_apply_to_a_copy():
     assert snapshot_to_dict(snap) == before  # input untouched
 
 
+def test_spread_placement_takes_consolidation_out_of_the_actions_as_kais_operator_does():
+    snap = base_snapshot()
+    out, notes = WhatIf(placement_gpu="spread").apply_with_notes(snap)
+    assert "consolidation" not in out.config.actions and notes["actions_removed"] == ["consolidation"]
+    assert out.config.actions == [a for a in snap.config.actions if a != "consolidation"]
+    assert "consolidation" in snap.config.actions   # input untouched
+    out, notes = WhatIf(placement_gpu="binpack").apply_with_notes(snap)
+    assert "consolidation" in out.config.actions and notes["actions_removed"] == []
+
+
 def test_add_nodes_clones_the_pools_first_node():
     out, notes = WhatIf(nodes={"a": 2}).apply_with_notes(base_snapshot())
     assert notes["nodes_added"] == ["a-whatif-1", "a-whatif-2"]

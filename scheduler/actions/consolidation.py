@@ -1,8 +1,8 @@
 """KAI's consolidation action: move running preemptible jobs to make room for a pending job that fits
 nowhere, when nothing is lost (``pkg/scheduler/actions/consolidation/consolidation.go``; kai-semantics §c.3).
 
-- Off when ``config.max_consolidation_preemptees == 0``, and (KAI's operator) when the GPU or CPU placement
-  strategy is ``spread``.
+- Off when ``config.max_consolidation_preemptees == 0``. (KAI's operator also leaves the action out of the
+  scheduler configuration of a shard whose GPU or CPU placement is ``spread``; a listed action runs.)
 - Only pending **preemptible** jobs (outside their preemption delay) are tried, and only when the cluster
   has enough idle + releasing GPUs in total for the job's chunk (``IsEnoughGPUsAllocatableForJob``).
 - Victim candidates: preemptible jobs of **any** queue with an active task, other than the job itself, at
@@ -29,10 +29,10 @@ from .victims import JobFacts, VictimQueue, eviction_triggers, node_gpu_capacity
 
 
 def enabled(session) -> bool:
-    cfg = session.config
-    if cfg.max_consolidation_preemptees == 0:
-        return False
-    return cfg.placement.gpu != "spread" and cfg.placement.cpu != "spread"
+    """Off only when ``max_consolidation_preemptees == 0``: KAI runs the actions its configuration lists. (KAI's
+    operator leaves consolidation out of the list it writes for a shard with spread placement; the what-if
+    placement override does the same, :meth:`scheduler.whatif.WhatIf.apply`.)"""
+    return session.config.max_consolidation_preemptees != 0
 
 
 def enough_gpus(session, tasks: list[int]) -> bool:

@@ -7,7 +7,8 @@ victim queue (:class:`~.victims.VictimQueue`) one after the other, on top of the
 the last successful probe, part of every scenario). An accumulation is only considered once it passes the
 accumulated filters: the preemptor's GPU requests (largest first) must fit greedily on the nodes with the
 most idle + releasing GPUs once the accumulated victims are gone (``AccumulatedIdleGpus``; every node, ready
-or not). From each accumulation that passes:
+or not), and each pending task with a node selector or required node affinity must match one of the feasible
+nodes or the victims' nodes (``AccumulatedNodeAffinities``). From each accumulation that passes:
 
 - **NodeLocalGreedy** emits, for every node of the job just added (by node name), the accumulated victims on
   that node — every batch of every job with a victim there, so gangs stay whole; sets already emitted for this
@@ -83,16 +84,30 @@ class Accumulator:
                 self.capacity[node[i]] += accepted[i]
         self.required = sorted(ctx.gpu_quota, reverse=True)
         self.popped = 0
+        # AccumulatedNodeAffinities: pending tasks with a node selector or required node affinity need a
+        # matching node among the feasible nodes and the victims' nodes.
+        self.affinity = _affinity_masks(s, ctx.pending)
+        self.covered = None
+        if self.affinity:
+            self.covered = ctx.feasible.copy()
+            for i in self.recorded_tasks:
+                if node[i] >= 0:
+                    self.covered[node[i]] = True
 
     def _add(self, batch: Batch) -> None:
         node, accepted = self.ctx.session.node, self.ctx.session.accepted
         for i in batch.tasks:
-            if node[i] >= 0:
-                self.capacity[node[i]] += accepted[i]
+            n = node[i]
+            if n >= 0:
+                self.capacity[n] += accepted[i]
+                if self.covered is not None:
+                    self.covered[n] = True
         self.potential.append(batch)
 
     def valid(self) -> bool:
-        """The accumulated filters (``AccumulatedIdleGpus``)."""
+        """The accumulated filters: ``AccumulatedNodeAffinities``, then ``AccumulatedIdleGpus``."""
+        if self.affinity and not all(bool((m & self.covered).any()) for m in self.affinity):
+            return False
         return greedy_fits(self.required, self.capacity)
 
     def next_valid(self, advance_first: bool) -> bool:
@@ -168,6 +183,20 @@ class NodeLocalGreedy:
             seen.add(key)
             out.append(acc.scenario(self.name, chosen))
         return out
+
+
+def _affinity_masks(session, tasks) -> list:
+    """Per pending task with a node selector or required node affinity, the nodes it matches (distinct)."""
+    out, seen = [], set()
+    for i in tasks:
+        c = session.task_objs[i].constraints
+        if c is None or not (c.node_selector or c.node_affinity):
+            continue
+        mask = session.predicates.static(i)[1].get("node affinity/selector")
+        if mask is not None and id(mask) not in seen:
+            seen.add(id(mask))
+            out.append(mask)
+    return out
 
 
 def _task_node(session, i: int) -> int:

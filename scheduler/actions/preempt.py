@@ -78,9 +78,8 @@ def preempt(session) -> None:
             signatures.failed(j)
             continue
         names = session.task_index
-        low = min(session.jobs[b.job].priority for b in solution.batches)
         solution.explanation.reason = (f"(priority {info.priority}) to take lower-priority pods of its queue "
-                                       f"{qs.names[info.queue]} (lowest victim priority {low})")
+                                       f"{qs.names[info.queue]}")
         for e in session.evictions[solution.first_eviction:]:
             e.message = preempt_message(session, j, session.task_job[names[e.task]])
             e.scenario = solution.explanation

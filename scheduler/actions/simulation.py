@@ -12,11 +12,12 @@ is un-evicted, one placed elsewhere is moved (pipelined), one that fits nowhere 
 
 from __future__ import annotations
 
+import bisect
 from typing import Iterable, Optional
 
 import numpy as np
 
-from ..ordering import JobsOrderByQueues
+from ..ordering import JobsOrderByQueues, _QueueNode, job_order_key, queue_key, queue_less
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
 
@@ -51,45 +52,205 @@ def sim_job_resources(session, j: int) -> np.ndarray:
     return session.job_request(j, sim_tasks_to_allocate(session, j), session.min_gpu_mem)
 
 
-class _SimOrder(JobsOrderByQueues):
-    """The job queue of a simulation: a job's queue-order resources are its simulation chunk's (``known`` for
-    the preemptor, whose probe may hold fewer tasks)."""
+class PendingJobs:
+    """The jobs with a pending task, per leaf queue in job order: they take part in every simulation's job order.
+    Built once per action run and kept current with :meth:`refresh` after each commit (a search itself changes
+    nothing: its simulations roll back)."""
 
-    def __init__(self, session, jobs: list[int], known: dict):
-        self._known = known
-        super().__init__(session, jobs)
+    def __init__(self, session):
+        self.session = session
+        self.keys: dict[int, tuple] = {}
+        self.by_leaf: dict[int, list[int]] = {}
+        self.resources: dict[int, np.ndarray] = {}
+        self.root: dict[int, int] = {}
+        for j in session.jobs_with_pending():
+            self._add(j)
 
-    def _job_resources(self, j: int) -> np.ndarray:
-        res = self._init_res.get(j)
+    def _add(self, j: int) -> None:
+        s = self.session
+        q = s.jobs[j].queue
+        if q < 0 or not s.queues.is_leaf[q]:
+            return
+        self.keys[j] = job_order_key(s, j)
+        bisect.insort(self.by_leaf.setdefault(q, []), j, key=self.keys.__getitem__)
+        self.root[q] = s.queues.chains[q][-1]
+
+    def refresh(self, jobs: Iterable[int]) -> None:
+        """Jobs whose tasks changed (a committed scenario's victims and preemptor)."""
+        s = self.session
+        st = s.status
+        for j in set(jobs):
+            self.resources.pop(j, None)
+            key = self.keys.get(j)
+            if key is not None:
+                lst = self.by_leaf[s.jobs[j].queue]
+                lst.pop(bisect.bisect_left(lst, key, key=self.keys.__getitem__))
+                del self.keys[j]
+            if any(st[i] == "pending" for i in s.jobs[j].tasks):
+                self._add(j)
+
+    def resources_of(self, j: int) -> np.ndarray:
+        res = self.resources.get(j)
         if res is None:
-            res = self._known.get(j)
-            if res is None:
-                res = self._known[j] = sim_job_resources(self.session, j)
-            self._init_res[j] = res
+            res = self.resources[j] = sim_job_resources(self.session, j)
         return res
 
 
-def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None, others: Iterable[int] = ()):
+class _Leaf:
+    """A leaf queue's jobs in job order (a total order, so a sorted sequence pops as KAI's heap does): the
+    scenario's jobs (``mine``), merged with the pre-sorted pending jobs of the leaf that are not among them."""
+
+    __slots__ = ("mine", "mine_keys", "rest", "rest_keys", "pos", "skip")
+
+    def __init__(self, mine_keys: dict, rest: list, rest_keys: dict, skip: set):
+        self.mine: list = []
+        self.mine_keys, self.rest, self.rest_keys, self.skip = mine_keys, rest, rest_keys, skip
+        self.pos = 0
+
+    def _rest_head(self):
+        rest, skip = self.rest, self.skip
+        while self.pos < len(rest) and rest[self.pos] in skip:
+            self.pos += 1
+        return rest[self.pos] if self.pos < len(rest) else None
+
+    def push(self, j: int) -> None:
+        self.mine.append(j)
+        self.mine.sort(key=self.mine_keys.__getitem__)
+
+    def peek(self):
+        r = self._rest_head()
+        if not self.mine:
+            return r
+        if r is None or self.mine_keys[self.mine[0]] < self.rest_keys[r]:
+            return self.mine[0]
+        return r
+
+    def pop(self):
+        j = self.peek()
+        if self.mine and j == self.mine[0]:
+            self.mine.pop(0)
+        else:
+            self.pos += 1
+        return j
+
+    def __len__(self) -> int:
+        return len(self.mine) + (1 if self._rest_head() is not None else 0)
+
+
+class _SimOrder(JobsOrderByQueues):
+    """The job queue of a simulation (KAI ``GetJobsToAllocate``): the scenario's jobs and every pending job of
+    the queue trees they are in. A job's queue-order resources are its simulation chunk's (``known`` for the
+    preemptor, whose probe may hold fewer tasks)."""
+
+    def __init__(self, session, jobs: list[int], known: dict, pending: Optional[PendingJobs]):
+        self._known = known
+        self._pending = pending
+        self._skip = set(jobs)
+        super().__init__(session, [])
+        # a job of the scenario has its own key (its state may differ from the one the index holds)
+        keys = {j: job_order_key(session, j) for j in jobs}
+        rest_keys = pending.keys if pending is not None else {}
+        leaves: dict[int, _Leaf] = {}
+        for j in jobs:
+            q = session.jobs[j].queue
+            leaf = leaves.get(q)
+            if leaf is None:
+                rest = pending.by_leaf.get(q, []) if pending is not None else []
+                leaf = leaves[q] = _Leaf(keys, rest, rest_keys, self._skip)
+            leaf.push(j)
+        if pending is not None:
+            roots = {session.queues.chains[q][-1] for q in leaves}
+            for q, lst in pending.by_leaf.items():
+                if q not in leaves and lst and pending.root[q] in roots:
+                    leaves[q] = _Leaf(keys, lst, rest_keys, self._skip)
+        for q in sorted(leaves):
+            if len(leaves[q]):
+                node = self._nodes[q] = _QueueNode(q, leaves[q], True)
+                self._link(node)
+                self._mark(node)
+
+    def push(self, j: int) -> None:
+        raise NotImplementedError("a simulation's job queue is built once")
+
+    def _job_resources(self, j: int) -> np.ndarray:
+        res = self._known.get(j)
+        if res is None:
+            if j not in self._skip and self._pending is not None:
+                return self._pending.resources_of(j)
+            res = self._known[j] = sim_job_resources(self.session, j)
+        return res
+
+
+def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None,
+                  pending: Optional[PendingJobs] = None):
     """Yield ``jobs`` in KAI's queue/job order, each once, re-evaluated after each one (placements in between
-    change the queues' Allocated). ``others`` (jobs with pending tasks) take part in the order and are skipped.
-    ``known``: chunk resources per job, filled in as computed (valid while those jobs are not placed)."""
+    change the queues' Allocated). The ``pending`` jobs take part in the order and are skipped. ``known``: chunk
+    resources per job, filled in as computed (valid while those jobs are not placed)."""
     targets = list(dict.fromkeys(jobs))
-    if len(targets) == 1 and not others:
+    if len(targets) == 1:
         yield targets[0]
         return
+    known = {} if known is None else known
+    qs = session.queues
+    if all(qs.parent[session.jobs[j].queue] < 0 for j in targets):
+        yield from _flat_order(session, targets, known, pending)
+        return
+    order = _SimOrder(session, targets, known, pending)
     wanted = set(targets)
-    roots = {session.queues.chains[session.jobs[j].queue][-1] for j in targets}
-    pool = targets + [j for j in others if j not in wanted
-                      and session.jobs[j].queue >= 0
-                      and session.queues.chains[session.jobs[j].queue][-1] in roots]
-    order = _SimOrder(session, pool, {} if known is None else known)
     left = len(wanted)
     while left:
+        if left == 1:  # the last one comes next, whatever else is popped before it
+            yield next(iter(wanted))
+            return
         j = order.pop()
         if j is None:
             return
         if j in wanted:
+            wanted.discard(j)
             left -= 1
+            yield j
+
+
+def _flat_order(session, targets: list[int], known: dict, pending: Optional[PendingJobs]):
+    """:func:`sim_job_order` when every job of the scenario sits in a top-level leaf queue: a pop changes only
+    its own queue's key, so the next job is the head of the queue that goes first now (what KAI's heap gives);
+    pending jobs of other queues never take part."""
+    keys = {j: job_order_key(session, j) for j in targets}
+    skip = set(targets)
+    rest_keys = pending.keys if pending is not None else {}
+    leaves: dict[int, _Leaf] = {}
+    for j in targets:
+        q = session.jobs[j].queue
+        leaf = leaves.get(q)
+        if leaf is None:
+            rest = pending.by_leaf.get(q, []) if pending is not None else []
+            leaf = leaves[q] = _Leaf(keys, rest, rest_keys, skip)
+        leaf.push(j)
+    wanted = set(targets)
+    while wanted:
+        if len(wanted) == 1:
+            yield next(iter(wanted))
+            return
+        best, best_key = -1, None
+        for q in sorted(leaves):
+            leaf = leaves[q]
+            if not len(leaf):
+                continue
+            j = leaf.peek()
+            res = known.get(j)
+            if res is None:
+                if j not in skip and pending is not None:
+                    res = pending.resources_of(j)
+                else:
+                    res = known[j] = sim_job_resources(session, j)
+            key = queue_key(session, q, res)
+            if best < 0 or queue_less(session, q, key, best, best_key):
+                best, best_key = q, key
+        if best < 0:
+            return
+        j = leaves[best].pop()
+        if j in wanted:
+            wanted.discard(j)
             yield j
 
 
@@ -137,5 +298,5 @@ def gang_satisfied(session, j: int) -> bool:
     return all(sum(1 for i in ps.tasks if st[i] in OCCUPIES_NODE) >= ps.min_available for ps in session.podsets(j))
 
 
-__all__ = ["sim_tasks_to_allocate", "sim_job_resources", "sim_job_order", "allocate_job_sim", "active_used",
+__all__ = ["sim_tasks_to_allocate", "sim_job_resources", "sim_job_order", "PendingJobs", "allocate_job_sim", "active_used",
            "gang_satisfied"]

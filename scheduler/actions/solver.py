@@ -37,9 +37,10 @@ import numpy as np
 from ..decisions import EvictionScenario
 from ..session import KIND_NONE, Statement
 from .budgets import ActionBudget, Budget, JobBudget
-from .generators import GENERATOR_CLASSES, ProbeContext, Scenario
+from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_masks, greedy_fits
 from .packing import capacity_with, may_place, task_classes, victim_delta
-from .simulation import active_used, allocate_job_sim, gang_satisfied, sim_job_order, sim_tasks_to_allocate
+from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, sim_job_order,
+                         sim_tasks_to_allocate)
 from .victims import Batch, VictimQueue, raw_gpu_capacity
 
 Validator = Callable[[int, list, tuple], bool]
@@ -58,9 +59,14 @@ class Solution:
     first_eviction: int       # index into session.evictions of this statement's first eviction
     scenario: Optional[Scenario] = None
     explanation: Optional[EvictionScenario] = None
+    preemptor: int = -1
+    pending: Optional[PendingJobs] = None     # the action's index of pending jobs, refreshed on commit
+    victim_nodes: dict = field(default_factory=dict)   # victim task -> (node, accepted GPUs) before the scenario
 
     def commit(self, session) -> None:
         self.statement.commit()
+        if self.pending is not None:
+            self.pending.refresh(self.jobs + [self.preemptor])
 
     @property
     def jobs(self) -> list[int]:
@@ -109,6 +115,7 @@ class Solver:
         self.ruled_out = 0        # preemptors whose search was skipped: no victim set can work
         self.exhausted = False    # a job's budget ran out: the action stops (KAI SearchResultDeadlineExhausted)
         self.last: Optional[SearchRecord] = None
+        self._pending: Optional[PendingJobs] = None
         self.trace = _TRACE[-1] if _TRACE else None   # see scenario_trace
 
     # ------------------------------------------------------------------ one preemptor
@@ -136,7 +143,8 @@ class Solver:
         self._failed: set = set()
         self._raw = raw_gpu_capacity(s)
         self._feasible = self._feasible_nodes(j)
-        self._others = self._pending_jobs()
+        if self._pending is None:
+            self._pending = PendingJobs(s)
         self._make_victims = make_victims
         self._before = active_used(s, j)
         n = len(tasks)
@@ -144,11 +152,14 @@ class Solver:
             gen_budget = job_budget.begin_generator(gen_cls.name)
             self._recorded: list[Batch] = []
             self._recorded_victims: list[int] = []
+            self._held = None
             best, probe = self._search_max_k(n, lambda k: self._probe(gen_cls, k, job_budget, gen_budget, True))
             if probe is not None and probe.stop:
                 return self._stopped(rec, job_budget)
             if best > 0:
-                probe = self._probe(gen_cls, n, job_budget, gen_budget, False)
+                probe = self._repeat_last_probe(gen_cls, n, gen_budget)
+                if probe is None:
+                    probe = self._probe(gen_cls, n, job_budget, gen_budget, False)
                 if probe.stop:
                     return self._stopped(rec, job_budget)
                 if probe.solution is not None:
@@ -244,10 +255,52 @@ class Solver:
                 moved_or_evicted = set(sol.evicted) | set(sol.moved)
                 self._recorded = [b for b in sol.batches if any(i in moved_or_evicted for i in b.tasks)]
                 self._recorded_victims = sol.evicted + sol.moved
-                sol.statement.discard()
+                if k == len(self._tasks) and not sol.restored:
+                    self._held = (sol, feasible, quota)   # see _repeat_last_probe
+                else:
+                    sol.statement.discard()
             return _Probe(solution=sol)
         self._note_probe(gen_cls.name, k, False, tried)
         return _Probe()
+
+    def _repeat_last_probe(self, gen_cls, n: int, gen_budget: Budget) -> Optional[_Probe]:
+        """The final probe at k = n when the last probe already solved k = n with every victim evicted or
+        moved (none put back): the final probe's first scenario is then exactly that one — the same victims,
+        now recorded — so its simulation would repeat the held one step for step. KAI simulates it again; we
+        keep the held statement. Otherwise (or when the recorded scenario fails the accumulated filters, was
+        already tried, or no budget is left) the held statement is discarded and the caller probes."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        sol, feasible, quota = held
+        s = self.s
+        pending = tuple(self._tasks)
+        sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
+        fp = sc.fingerprint()
+        ok = not gen_budget.exhausted() and fp not in self._failed
+        if ok:
+            # the accumulated filters on the recorded victims, with the nodes and GPUs they had before
+            cap = self._raw.copy()
+            covered = feasible.copy()
+            for i, (n_, acc) in sol.victim_nodes.items():
+                if n_ >= 0:
+                    cap[n_] += acc
+                    covered[n_] = True
+            ok = greedy_fits(sorted(quota, reverse=True), cap) and \
+                all(bool((m & covered).any()) for m in _affinity_masks(s, pending))
+        if not ok:
+            sol.statement.discard()
+            return None
+        gen_budget.spend()
+        self.simulations += 1
+        rec = self.last
+        rec.tried += 1
+        rec.sizes.append(len(sc.victim_tasks()))
+        self._trace(sc, n, True)
+        self._note_probe(gen_cls.name, n, True, 1)
+        sol.scenario = sc
+        sol.batches = sc.batches()
+        return _Probe(solution=sol)
 
     # ------------------------------------------------------------------ one scenario
 
@@ -260,13 +313,14 @@ class Solver:
         batches = sc.batches()
         allowed = feasible.copy()
         victim_tasks = sc.victim_tasks()
+        victim_nodes = {i: (s.node[i], s.accepted[i]) for i in victim_tasks}
         for i in victim_tasks:
             if s.node[i] >= 0:
                 allowed[s.node[i]] = True
             stmt.evict(i, self.action, preemptor=preemptor)
         placed = False
         pending = list(sc.pending)
-        for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._others):
+        for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._pending):
             ok = allocate_job_sim(s, stmt, jj, pending if jj == j else None, allowed)
             if jj == j:
                 if not ok:
@@ -281,7 +335,8 @@ class Solver:
                         evicted=[i for i in victim_tasks if st[i] == "releasing"],
                         moved=[i for i in victim_tasks if st[i] == "pipelined"],
                         restored=[i for i in victim_tasks if st[i] in ("running", "binding")],
-                        first_eviction=first, scenario=sc)
+                        first_eviction=first, scenario=sc, preemptor=j, pending=self._pending,
+                        victim_nodes=victim_nodes)
 
     # ------------------------------------------------------------------ nodes and jobs
 
@@ -292,17 +347,6 @@ class Solver:
         if any(s.kind_list[i] == KIND_NONE for i in s.jobs[j].tasks):
             return np.ones(s.nodes.n, dtype=bool)
         return self._raw > 0
-
-    def _pending_jobs(self) -> list[int]:
-        """Jobs with a pending task in an existing leaf queue: they take part in a simulation's job order."""
-        s = self.s
-        qs = s.queues
-        out = []
-        for jj in s.jobs_with_pending():
-            q = s.jobs[jj].queue
-            if q >= 0 and qs.is_leaf[q]:
-                out.append(jj)
-        return out
 
     # ------------------------------------------------------------------ packing pre-check
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..decisions import PREEMPTION_DELAY_NOT_ELAPSED
 from ..model import UNLIMITED
-from ..ordering import dominant_resource_share, link_chain, queue_less, unlink_chain
+from ..ordering import JobsOrderByQueues, _QueueNode, dominant_resource_share, queue_less
 from ..session import ACTIVE_ALLOCATED
 from ..session.nodes import GPU
 from .allocate import candidate_jobs
@@ -134,19 +134,20 @@ class JobFacts:
         """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue."""
         return self.preemptible & (self.active > 0) & self.queue_ok
 
+    def order_key(self, j: int, state: Optional[int] = None) -> tuple:
+        """KAI's job order key of job ``j`` (:func:`~scheduler.ordering.job_order_key`) from these columns;
+        ``state`` overrides its elastic state (a job representative holding part of its tasks)."""
+        job = self.s.jobs[j]
+        return (-float(self.priority[j]), int(self._state[j]) if state is None else state, float(self.creation[j]),
+                job.job.name, job.key)
+
     def leaf_order(self, q: int) -> np.ndarray:
         """Every job of leaf queue ``q`` in reverse job order (victim order inside the queue)."""
         order = self._leaf_order.get(q)
         if order is None:
-            js = np.nonzero(self.queue == q)[0]
-            jobs = self.s.snapshot.jobs
-            keys = [jobs[j].key for j in js.tolist()] if js.size else []
-            # Stable two-pass sort: key descending, then (priority asc, state desc, creation desc).
-            by_key = sorted(range(len(keys)), key=keys.__getitem__, reverse=True)
-            js = js[by_key] if js.size else js
-            lex = np.lexsort((-self.creation[js], -self._state[js], self.priority[js])) if js.size else js
-            order = js[lex] if js.size else js
-            self._leaf_order[q] = order
+            js = np.nonzero(self.queue == q)[0].tolist()
+            js.sort(key=self.order_key, reverse=True)
+            order = self._leaf_order[q] = np.array(js, dtype=np.int64)
         return order
 
 
@@ -204,15 +205,6 @@ def tasks_to_evict(session, j: int, rep: Optional[frozenset]) -> tuple[list[int]
 
 # ---------------------------------------------------------------------------------------------- victim queue
 
-class _Desc(str):
-    """A string that sorts in reverse (job key descending inside an ascending tuple)."""
-
-    __slots__ = ()
-
-    def __lt__(self, other):
-        return str.__gt__(self, other)
-
-
 def _le(a: float, b: float) -> bool:
     if a == UNLIMITED:
         return b == UNLIMITED
@@ -221,39 +213,96 @@ def _le(a: float, b: float) -> bool:
     return a <= b
 
 
-class VictimQueue:
-    """Victim order over candidate jobs (KAI ``JobsOrderByQueues`` with ``VictimQueue: true``).
+class _Reversed:
+    """A job order key that sorts in victim order (the job order reversed)."""
+
+    __slots__ = ("k",)
+
+    def __init__(self, k: tuple):
+        self.k = k
+
+    def __lt__(self, other: "_Reversed") -> bool:
+        return other.k < self.k
+
+
+class _VictimLeaf:
+    """A leaf queue's candidates in victim order: the jobs (whole) in reverse job order, merged with the job
+    representatives pushed back (the rest of an elastic job after one of its tasks was taken)."""
+
+    __slots__ = ("arr", "pos", "heap", "facts", "seq")
+
+    def __init__(self, arr: np.ndarray, facts: "JobFacts"):
+        self.arr, self.pos, self.facts = arr.tolist(), 0, facts
+        self.heap: list = []
+        self.seq = 0
+
+    def rep_key(self, j: int, rep: Optional[frozenset]) -> _Reversed:
+        f = self.facts
+        if rep is None:
+            return _Reversed(f.order_key(j))
+        sets = f.s.podsets(j)
+        counts = [sum(1 for i in ps.tasks if i in rep) for ps in sets]
+        if any(c < ps.min_available for c, ps in zip(counts, sets)):
+            state = 0
+        elif all(c == ps.min_available for c, ps in zip(counts, sets)):
+            state = 1
+        else:
+            state = 2
+        return _Reversed(f.order_key(j, state))
+
+    def push(self, j: int, rep: frozenset) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (self.rep_key(j, rep), self.seq, j, rep))
+
+    def peek(self) -> Optional[tuple]:
+        a = (self.arr[self.pos], None) if self.pos < len(self.arr) else None
+        if not self.heap:
+            return a
+        h = self.heap[0]
+        if a is None or h[0] < self.rep_key(*a):
+            return h[2], h[3]
+        return a
+
+    def pop(self) -> tuple:
+        head = self.peek()
+        if self.heap and self.heap[0][2] == head[0] and self.heap[0][3] == head[1]:
+            heapq.heappop(self.heap)
+        else:
+            self.pos += 1
+        return head
+
+    def __len__(self) -> int:
+        return len(self.arr) - self.pos + len(self.heap)
+
+
+class VictimQueue(JobsOrderByQueues):
+    """Victim order over candidate jobs: KAI's ``JobsOrderByQueues`` with ``VictimQueue: true``.
+
+    The same heaps of queues as the job order (lazy ``Fix(0)``, subtrees compared by the tops of their child
+    heaps as they stand, :class:`~scheduler.ordering.JobsOrderByQueues`), with every comparison reversed: a queue
+    goes first when it would go last in the job order, compared by its allocated resources minus what was
+    already taken from its subtree's best leaf (the popped representatives plus the next one, KAI
+    ``getVictimsForQueue``), so victims alternate between over-served queues. In a leaf, the job order reversed.
 
     ``candidates``: ``{leaf queue: job indices in reverse job order}``. ``max_jobs`` caps how many distinct
-    jobs are ever popped (consolidation's ``max_consolidation_preemptees``).
+    jobs are ever popped (consolidation's candidate limit; the first ones in victim order).
     """
 
     def __init__(self, session, facts: JobFacts, candidates: dict[int, np.ndarray], max_jobs: int = -1):
-        self.s = session
+        super().__init__(session, [])
         self.facts = facts
-        qs = session.queues
         self._arrays = {q: arr for q, arr in candidates.items() if len(arr)}
-        self._pos = {q: 0 for q in self._arrays}
-        self._heaps: dict[int, list] = {}
-        self._popped = {q: np.zeros(3) for q in self._arrays}   # allocated of popped representatives
-        self._seq = 0
+        self._popped: dict[int, np.ndarray] = {}
         self._max_jobs = max_jobs
         self._seen_jobs: set[int] = set()
-        # Active subtree structure.
-        self._children: dict[int, set[int]] = {}
-        self._roots: set[int] = set()
-        for q in self._arrays:
-            self._link(q)
-        self._qs = qs
-
-    def _link(self, q: int) -> None:
-        link_chain(self._children, self._roots, self.s.queues.chains[q])
-
-    def _unlink(self, q: int) -> None:
-        unlink_chain(self._children, self._roots, self.s.queues.chains[q])
+        for q in sorted(self._arrays):
+            node = self._nodes[q] = _QueueNode(q, _VictimLeaf(self._arrays[q], facts), True)
+            self._popped[q] = np.zeros(3)
+            self._link(node)
+            self._mark(node)
 
     def empty(self) -> bool:
-        return not self._roots
+        return not len(self._roots)
 
     def candidate_tasks(self) -> list[int]:
         """Every task a pop could ever yield: the active tasks of all candidate jobs (whatever the cap)."""
@@ -263,47 +312,11 @@ class VictimQueue:
                 out.extend(active_tasks(self.s, j))
         return out
 
-    # ---- leaf heads
+    @property
+    def s(self):
+        return self.session
 
-    def _rep_key(self, j: int, rep: Optional[frozenset]) -> tuple:
-        f = self.facts
-        if rep is None:
-            state = int(f._state[j])
-        else:
-            counts = [sum(1 for i in ps.tasks if i in rep) for ps in self.s.podsets(j)]
-            sets = self.s.podsets(j)
-            if any(c < ps.min_available for c, ps in zip(counts, sets)):
-                state = 0
-            elif all(c == ps.min_available for c, ps in zip(counts, sets)):
-                state = 1
-            else:
-                state = 2
-        return (float(f.priority[j]), -state, -float(f.creation[j]), _Desc(self.s.jobs[j].key))
-
-    def _head(self, q: int):
-        """``(job, rep)`` next in leaf ``q`` without removing it, or None."""
-        arr, pos = self._arrays.get(q), self._pos.get(q, 0)
-        heap = self._heaps.get(q)
-        a = (int(arr[pos]), None) if arr is not None and pos < len(arr) else None
-        if not heap:
-            return a
-        h = heap[0]
-        if a is None or h[0] < self._rep_key(*a):
-            return h[2], h[3]
-        return a
-
-    def _take(self, q: int) -> tuple[int, Optional[frozenset]]:
-        head = self._head(q)
-        heap = self._heaps.get(q)
-        if heap and heap[0][2] == head[0] and heap[0][3] == head[1]:
-            heapq.heappop(heap)
-        else:
-            self._pos[q] += 1
-        return head
-
-    def _leaf_empty(self, q: int) -> bool:
-        arr = self._arrays.get(q)
-        return not self._heaps.get(q) and (arr is None or self._pos[q] >= len(arr))
+    # ---- comparisons (victim mode)
 
     def _rep_alloc(self, j: int, rep: Optional[frozenset]) -> np.ndarray:
         out = np.zeros(3)
@@ -311,18 +324,21 @@ class VictimQueue:
             out += self.s.queue_amount(i)
         return out
 
-    # ---- queue order (reversed)
-
-    def _victims_res(self, leaf: int) -> np.ndarray:
-        head = self._head(leaf)
-        res = self._popped[leaf].copy()
+    def _victims_of(self, node) -> np.ndarray:
+        """Resources of the victims KAI passes for a subtree: popped from its best leaf, plus that leaf's next."""
+        while not node.is_leaf:
+            node = node.children.peek()
+        res = self._popped[node.q].copy()
+        head = node.children.peek()
         if head is not None:
             res += self._rep_alloc(*head)
         return res
 
-    def _key(self, q: int, victims: np.ndarray) -> tuple:
-        """Queue-order keys 1–6 of §b.6 for a queue compared with no pending job and ``victims`` removed."""
+    def _vkey(self, node) -> tuple:
+        """Queue-order keys 1–6 of §b.6 for a queue compared with no pending job and its victims removed."""
         qs = self._qs
+        q = node.q
+        victims = self._victims_of(node)
         alloc = qs.allocated[q]
         fair, deserved, allocatable = qs.fair_share[q], qs.deserved[q], qs.allocatable[q]
         over = bool((fair < alloc).all())
@@ -332,54 +348,38 @@ class VictimQueue:
                 dominant_resource_share(alloc - victims, allocatable, qs.total),
                 dominant_resource_share(alloc, allocatable, qs.total))
 
-    def _best_leaf(self, q: int) -> int:
-        while q in self._children:
-            q = self._select(self._children[q])
-        return q
-
-    def _select(self, queues) -> int:
-        """The sibling that goes first in victim order: the greatest under the normal queue order."""
-        queues = sorted(queues)
-        if len(queues) == 1:
-            return queues[0]
-        best, best_key = -1, None
-        for q in queues:
-            key = self._key(q, self._victims_res(self._best_leaf(q)))
-            if best < 0 or queue_less(self.s, best, best_key, q, key):
-                best, best_key = q, key
-        return best
+    def _node_less(self, a, b) -> bool:
+        if not len(a.children):
+            return False
+        if not len(b.children):
+            return True
+        return queue_less(self.s, b.q, self._vkey(b), a.q, self._vkey(a))
 
     # ---- pop
 
-    def _push(self, leaf: int, j: int, rep: frozenset) -> None:
-        self._seq += 1
-        heapq.heappush(self._heaps.setdefault(leaf, []), (self._rep_key(j, rep), self._seq, j, rep))
-
     def pop(self, recorded: frozenset = frozenset()) -> Optional[Batch]:
-        """The next victim batch, or None when no candidate is left. A pop whose tasks include one of
-        ``recorded`` (victims already part of every scenario) pushes the job back without them and returns
-        :data:`SKIPPED` (KAI ``addNextPotentialVictims``)."""
-        while self._roots:
-            leaf = self._best_leaf(self._select(self._roots))
-            j, rep = self._take(leaf)
+        """The next victim batch (KAI ``PopNextJob`` + ``GetTasksToEvict``), or None when no candidate is left.
+        A pop whose tasks include one of ``recorded`` (victims already part of every scenario) pushes the job
+        back without them and returns :data:`SKIPPED` (KAI ``addNextPotentialVictims``)."""
+        while len(self._roots):
+            leaf = self._traverse(self._roots)
+            if leaf is None:
+                return None
+            j, rep = leaf.children.pop()
             if self._max_jobs >= 0 and j not in self._seen_jobs and len(self._seen_jobs) >= self._max_jobs:
-                if self._leaf_empty(leaf):
-                    self._unlink(leaf)
+                self._after_pop(leaf)
                 continue
             self._seen_jobs.add(j)
-            self._popped[leaf] = self._popped[leaf] + self._rep_alloc(j, rep)
+            self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
             tasks, rest = tasks_to_evict(self.s, j, rep)
+            self._after_pop(leaf)
             if recorded and any(i in recorded for i in tasks):
                 remaining = [i for i in active_tasks(self.s, j, rep) if i not in recorded]
                 if remaining:
-                    self._push(leaf, j, frozenset(remaining))
-                if self._leaf_empty(leaf):
-                    self._unlink(leaf)
+                    self._push_back(leaf, j, frozenset(remaining))
                 return SKIPPED
             if rest:
-                self._push(leaf, j, frozenset(rest))
-            if self._leaf_empty(leaf):
-                self._unlink(leaf)
+                self._push_back(leaf, j, frozenset(rest))
             if not tasks:
                 continue
             res = np.zeros(3)
@@ -387,6 +387,19 @@ class VictimQueue:
                 res += self.s.queue_amount(i)
             return Batch(job=j, tasks=tasks, elastic=bool(self.facts.elastic[j]), resources=res)
         return None
+
+    def _push_back(self, leaf, j: int, rep: frozenset) -> None:
+        """KAI ``PushJob`` of a job representative: into its leaf, re-created and linked when the pop emptied it."""
+        if self._nodes.get(leaf.q) is not leaf:
+            leaf = self._nodes[leaf.q] = _QueueNode(leaf.q, leaf.children, True)
+            leaf.children.push(j, rep)
+            self._link(leaf)
+        else:
+            leaf.children.push(j, rep)
+        self._mark(leaf)
+
+    def push(self, j: int) -> None:
+        raise NotImplementedError("victims are pushed back by pop()")
 
 
 # ---------------------------------------------------------------------------------------------- capacity
@@ -414,9 +427,16 @@ def raw_gpu_capacity(session) -> np.ndarray:
 
 
 def _node_gpu_capacity(ns, ready_only: bool = True) -> np.ndarray:
+    """KAI ``GetSumOfIdleGPUs + GetSumOfReleasingGPUs`` (``node_info/gpu_sharing_node_info.go``): idle and
+    releasing whole GPUs; per shared GPU with allocated memory ``1 − ⌈allocated / memory⌉₀.₀₁``, plus its
+    releasing memory ``⌈releasing / memory⌉₀.₀₁`` unless every task on it is releasing (then it is one
+    releasing whole GPU already)."""
     cap = ns.idle[:, GPU] + ns.rel[:, GPU]
     if ns.sh_present.any():
         mem = np.where(ns.gpu_mem > 0, ns.gpu_mem, 1.0)[:, None]
-        shared_free = np.where(ns.sh_present & ~ns.sh_marked, (ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel) / mem, 0.0)
-        cap = cap + np.clip(shared_free, 0, None).sum(axis=1)
+        alloc, rel, used = ns.sh_alloc, ns.sh_rel, ns.sh_used
+        idle_part = np.where(alloc > 0, 1.0 - np.ceil(alloc / mem * 100) / 100, 0.0)
+        whole_releasing = (used > 0) & (rel == used)
+        rel_part = np.where((rel > 0) & ~whole_releasing, np.ceil(rel / mem * 100) / 100, 0.0)
+        cap = cap + (idle_part + rel_part).sum(axis=1)
     return np.where(ns.ready, cap, 0.0) if ready_only else cap
