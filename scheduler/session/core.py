@@ -482,11 +482,12 @@ class Session:
         return _TaskState(self.status[i], self.node[i], self.groups[i], self.indices[i], self.accepted[i],
                           self.shadow.get(i), self.evict_prior.get(i))
 
-    def _account(self, i: int, sign: int) -> None:
-        """Add (+1) or remove (-1) the task's current placement from node and queue accounting."""
+    def _account(self, i: int, sign: int, main: bool = True, shadow: bool = True) -> None:
+        """Add (+1) or remove (-1) the task's current placement from node and queue accounting; ``main`` /
+        ``shadow`` = False leaves that copy's node accounting alone (see :meth:`_apply`)."""
         status, n = self.status[i], self.node[i]
         j = self.task_job[i]
-        if n >= 0 and status in OCCUPIES_NODE:
+        if main and n >= 0 and status in OCCUPIES_NODE:
             vec = self.task_vector(i)
             shared = self._shared_parts(i, n, self.indices[i]) if self.is_shared(i) else None
             whole = self._whole_slots(i, n, status) if self.kind_list[i] == KIND_WHOLE else None
@@ -503,7 +504,7 @@ class Session:
         if status in COUNTS_IN_QUEUE and q >= 0:
             self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], float(sign))
         sh = self.shadow.get(i)
-        if sh is not None:
+        if shadow and sh is not None:
             sn, sgroups, sidx, _ = sh
             vec = self.task_vector(i)
             shared = self._shared_parts(i, sn, sidx) if self.is_shared(i) else None
@@ -533,9 +534,22 @@ class Session:
         return list(self.indices[i])
 
     def _apply(self, i: int, new: _TaskState) -> None:
-        """Move task ``i`` to ``new`` state, keeping node and queue accounting consistent."""
+        """Move task ``i`` to ``new`` state, keeping node and queue accounting consistent.
+
+        A releasing copy that stays where it is — the shadow of a moved task, or a releasing task that becomes
+        the shadow of its own move (and back) — keeps its node accounting untouched: KAI never removes and
+        re-adds it, and KAI's shared-GPU bookkeeping (a whole GPU taken from idle when a group's memory is all
+        releasing) is not undone by a removal, so doing so would drift."""
         self.job_version[self.task_job[i]] += 1
-        self._account(i, -1)
+        cur_shadow = _placement(self.shadow.get(i))
+        new_shadow = _placement(new.shadow)
+        cur_rel = ((self.node[i], list(self.groups[i]), list(self.indices[i]))
+                   if self.status[i] == "releasing" and self.node[i] >= 0 else None)
+        new_rel = (new.node, list(new.groups), list(new.indices)) if new.status == "releasing" and new.node >= 0 else None
+        keep_shadow = cur_shadow is not None and cur_shadow == new_shadow
+        main_to_shadow = cur_rel is not None and cur_shadow is None and new_shadow == cur_rel
+        shadow_to_main = new_rel is not None and new_shadow is None and cur_shadow == new_rel
+        self._account(i, -1, main=not main_to_shadow, shadow=not (keep_shadow or shadow_to_main))
         self.status[i] = new.status
         self.node[i] = new.node
         self.groups[i] = new.groups
@@ -549,7 +563,7 @@ class Session:
             self.evict_prior.pop(i, None)
         else:
             self.evict_prior[i] = new.evict_prior
-        self._account(i, +1)
+        self._account(i, +1, main=not shadow_to_main, shadow=not (keep_shadow or main_to_shadow))
 
     # ================================================================== jobs
 
@@ -1080,6 +1094,11 @@ def _scatter(values: np.ndarray, n: int, size: int) -> np.ndarray:
     out = np.zeros((size,) + values.shape[1:], dtype=values.dtype)
     out[n] = values[0]
     return out
+
+
+def _placement(shadow: Optional[tuple]) -> Optional[tuple]:
+    """Where a shadow (releasing copy of a moved task) sits: ``(node, groups, indices)``."""
+    return None if shadow is None else (shadow[0], list(shadow[1]), list(shadow[2]))
 
 
 def _mem_to_fraction(mem: np.ndarray, node_mem: np.ndarray) -> np.ndarray:
