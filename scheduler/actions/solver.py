@@ -351,11 +351,9 @@ class Solver:
     # ------------------------------------------------------------------ packing pre-check
 
     def _must_place(self, tasks: list[int]) -> dict:
-        """Task classes of victims that must be placed again for consolidation to accept: a victim left
-        releasing fails the scenario; a pipelined one with no old node goes back to pending when evicted,
-        which the validator accepts."""
-        st, shadow = self.s.status, self.s.shadow
-        return task_classes(self.s, [i for i in tasks if st[i] != "pipelined" or i in shadow])
+        """Task classes of victims that must be placed again for consolidation to accept: every victim (one
+        left releasing fails the scenario)."""
+        return task_classes(self.s, list(tasks))
 
     def _may_ever_succeed(self, own: dict, victims: VictimQueue) -> bool:
         """Packing pre-check with every candidate victim evicted. If the chunk (plus, for consolidation,
