@@ -106,10 +106,13 @@ def object_features(doc: dict) -> dict[str, set[str]]:
             tags.add("node-selector")
         if "nodeAffinity" in aff:
             tags.add("node-affinity")
-        if "podAffinity" in aff:
+        if "requiredDuringSchedulingIgnoredDuringExecution" in aff.get("podAffinity", {}):
             tags.add("pod-affinity")
-        if "podAntiAffinity" in aff:
+        if "requiredDuringSchedulingIgnoredDuringExecution" in aff.get("podAntiAffinity", {}):
             tags.add("pod-anti-affinity")
+        if any("preferredDuringSchedulingIgnoredDuringExecution" in aff.get(k, {})
+               for k in ("podAffinity", "podAntiAffinity")):
+            tags.add("preferred-pod-affinity")
         if spec.get("tolerations"):
             tags.add("tolerations")
         if any(port.get("hostPort") for c in spec["containers"] for port in c.get("ports") or []):

@@ -19,8 +19,8 @@ What a cluster holds (each feature drawn per cluster and per object, so easy and
 - running state: jobs placed by a first-fit that honours capacity and constraints, shared GPUs with reservation
   pods (GPU UUID annotation) and Succeeded BindRequests, releasing pods, pods of other schedulers, failed pods,
   pipelined pods (nominated node), binding pods (pending BindRequest), stale gangs;
-- pod constraints: tolerations, node selectors, required node affinity (In / NotIn / Exists), required
-  inter-pod affinity and anti-affinity, host ports, mounted ConfigMaps (present or missing).
+- pod constraints: tolerations, node selectors, required node affinity (In / NotIn / Exists), required and
+  preferred inter-pod affinity and anti-affinity, host ports, mounted ConfigMaps (present or missing).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class _Pod:
     node_affinity: Optional[list] = None
     pod_affinity: Optional[dict] = None
     pod_anti_affinity: Optional[dict] = None
+    preferred: list = field(default_factory=list)  # [("podAffinity" | "podAntiAffinity", weight, term)]
     host_port: Optional[int] = None
     config_map: Optional[str] = None
     subgroup: Optional[str] = None
@@ -314,6 +315,11 @@ class ClusterGenerator:
         if self._chance(0.04):
             p.pod_affinity = {"labelSelector": {"matchLabels": {"app": rng.choice(["web", "db", "cache"])}},
                               "topologyKey": rng.choice(["kubernetes.io/hostname", "topology.kubernetes.io/zone"])}
+        for kind, chance in (("podAffinity", 0.06), ("podAntiAffinity", 0.04)):
+            if self._chance(chance):
+                p.preferred.append((kind, rng.randint(1, 100), {
+                    "labelSelector": {"matchLabels": {"app": rng.choice(["web", "db", "cache", "train"])}},
+                    "topologyKey": rng.choice(["kubernetes.io/hostname", "topology.kubernetes.io/zone"])}))
         if self._chance(0.05):
             p.host_port = rng.choice([8080, 9090])
         if self._chance(0.08):
@@ -356,6 +362,9 @@ class ClusterGenerator:
             affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [p.pod_affinity]}
         if p.pod_anti_affinity:
             affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [p.pod_anti_affinity]}
+        for kind, weight, term in p.preferred:
+            affinity.setdefault(kind, {}).setdefault("preferredDuringSchedulingIgnoredDuringExecution", []).append(
+                {"weight": weight, "podAffinityTerm": term})
         if affinity:
             spec["affinity"] = affinity
         if p.host_port:
@@ -525,6 +534,7 @@ class ClusterGenerator:
                 p.tolerations, p.node_selector, p.node_affinity = pods[0].tolerations, pods[0].node_selector, \
                     pods[0].node_affinity
                 p.pod_affinity, p.pod_anti_affinity = pods[0].pod_affinity, pods[0].pod_anti_affinity
+                p.preferred = pods[0].preferred
                 p.host_port, p.config_map = pods[0].host_port, pods[0].config_map
             grouped = k < n_jobs
             if grouped:
@@ -672,7 +682,10 @@ class ClusterGenerator:
                     "nodeResourceTopologies"):
             raw[key] = []
         rng.shuffle(raw["pods"])  # informer order carries no meaning
-        config = {"actions": self.actions, "tiers": [{"plugins": plugins}],
+        actions = self.actions
+        if spread:  # KAI's operator disables consolidation under spread placement (schedulingshard_types.go)
+            actions = ", ".join(a.strip() for a in actions.split(",") if a.strip() != "consolidation")
+        config = {"actions": actions, "tiers": [{"plugins": plugins}],
                   "scenarioSearchBudgets": {"maxActionSearchDuration": {"default": "5m0s"},
                                             "maxJobSearchDuration": "4m0s", "minJobSearchDuration": "0s",
                                             "maxGeneratorSearchDuration": {"default": "2m0s",

@@ -1010,7 +1010,8 @@ def _uses_v11(doc: dict) -> bool:
                for j in doc["jobs"])
 
 
-def _requirement_dict(r: Requirement) -> dict:
+def requirement_to_dict(r: Requirement) -> dict:
+    """A node-selector or label-selector requirement as the snapshot (and Kubernetes) writes it."""
     d: dict[str, Any] = {"key": r.key, "operator": r.operator}
     if r.values:
         d["values"] = list(r.values)
@@ -1022,7 +1023,7 @@ def _selector_dict(s: LabelSelector) -> dict:
     if s.match_labels:
         d["match_labels"] = dict(s.match_labels)
     if s.match_expressions:
-        d["match_expressions"] = [_requirement_dict(r) for r in s.match_expressions]
+        d["match_expressions"] = [requirement_to_dict(r) for r in s.match_expressions]
     return d
 
 
@@ -1054,9 +1055,9 @@ def _constraints_dict(c: PodConstraints) -> dict:
     if c.node_selector:
         d["node_selector"] = dict(c.node_selector)
     if c.node_affinity:
-        d["node_affinity"] = [{k: v for k, v in (("match_expressions", [_requirement_dict(r) for r in
+        d["node_affinity"] = [{k: v for k, v in (("match_expressions", [requirement_to_dict(r) for r in
                                                                          t.match_expressions]),
-                                                  ("match_fields", [_requirement_dict(r) for r in t.match_fields]))
+                                                  ("match_fields", [requirement_to_dict(r) for r in t.match_fields]))
                                if v} for t in c.node_affinity]
     for key in ("pod_affinity", "pod_anti_affinity", "preferred_pod_affinity", "preferred_pod_anti_affinity"):
         terms = getattr(c, key)

@@ -78,7 +78,8 @@ def test_generator_is_seeded_and_imports_cleanly(tmp_path):
     # every feature the issue lists shows up within a few dozen clusters
     assert {"gang", "subgroups", "fraction", "gpu-memory", "multi-device", "cpu-only", "whole-gpu", "no-podgroup",
             "node-selector", "node-affinity", "pod-affinity", "pod-anti-affinity", "tolerations", "host-port",
-            "configmap", "negative-weight", "zero-limit", "child-queue", "unlabelled-gpu-memory-nodes"} <= tags
+            "configmap", "negative-weight", "zero-limit", "child-queue", "unlabelled-gpu-memory-nodes",
+            "preferred-pod-affinity"} <= tags
     path = tmp_path / "c.zip"
     from bench.kai_diff import write_zip
 

@@ -228,3 +228,36 @@ def test_engine_request_larger_than_any_node():
     snap = Snapshot(nodes=[node("n1"), node("n2")], queues=[Queue("q")], jobs=[gpu_only("big", "q", 16)])
     [exp] = engine_explain(snap)
     assert exp.counterfactual.kind == "larger_node" and not exp.counterfactual.verified
+
+
+def test_constraints_no_node_passes_explains_taints_and_selector_without_a_search():
+    """Issue 13: a pod whose tolerations / node selector no schedulable node passes gets a ``constraints``
+    counterfactual with the node counts per check (the engine's own fit error names them too)."""
+    from scheduler.engine import run_session
+    from scheduler.model import PodConstraints, Taint, Toleration
+
+    tainted = [Node(f"gpu-{i}", gpus=8, gpu_memory_mib=81920, cpu_millis=64000, memory_bytes=2**38,
+                    labels={"zone": "a"}, taints=[Taint("nvidia.com/gpu", "NoSchedule", "present")]) for i in range(3)]
+    other = Node("gpu-b", gpus=8, gpu_memory_mib=81920, cpu_millis=64000, memory_bytes=2**38, labels={"zone": "b"})
+    picky = PodConstraints(node_selector={"zone": "a"}, tolerations=[Toleration("dedicated", "Exists")])
+    snap = Snapshot(nodes=tainted + [other], queues=[Queue("q", gpu=QueueResource(8, -1, 1))],
+                    jobs=[Job("j", "q", tasks=[Task("j-0", gpu=1, constraints=picky)])])
+    result = run_session(snap, ["allocate"])
+    assert "3 had untolerated taints" in result.jobs["j"].message
+    assert "1 didn't match Pod's node affinity/selector" in result.jobs["j"].message
+    calls = []
+    (exp,) = explain_pending(snap, result, run=lambda s: calls.append(s) or run_session(s))
+    assert exp.counterfactual.kind == "constraints" and not calls
+    assert exp.numbers["nodes_failing_constraints"] == {"node affinity/selector": 1, "taints": 3}
+    assert "nvidia.com/gpu=present:NoSchedule" in exp.counterfactual.message
+
+
+def test_pods_awaiting_the_pod_grouper_are_explained_as_such():
+    from scheduler.engine import run_session
+
+    snap = Snapshot(nodes=[node("n1")], queues=[Queue("q", gpu=QueueResource(8, -1, 1))],
+                    jobs=[Job("nb-0", "q", waiting_for="pod-grouper", tasks=[Task("nb-0", gpu=1)])])
+    result = run_session(snap, ["allocate"])
+    assert result.jobs["nb-0"].reason == "AwaitingPodGrouper" and result.tasks["nb-0"].status == "pending"
+    (exp,) = explain_pending(snap, result)
+    assert exp.counterfactual.kind == "pod_grouper" and "pod-grouper" in exp.message

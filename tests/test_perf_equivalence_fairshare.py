@@ -1,7 +1,9 @@
 """Vectorised ``queue_demand`` (and the engine's shared task table) against the task-by-task loop it replaced.
 
-``reference_queue_demand`` is the previous implementation, kept here verbatim in behaviour: KAI's accounting
-(kai-semantics.md §b.1.3) walked job by job and task by task. The vectorised one must give the same floats
+``reference_queue_demand`` is the task-by-task loop, with KAI's accounting (kai-semantics.md §b.1.3;
+``plugins/proportion/proportion.go updateQueuesCurrentResourceUsage``): running / binding tasks are allocated, a
+pending task — or one pipelined last cycle, a Pending pod to KAI — is requested, a pending gpu-memory request
+counts count × memory / the smallest node GPU memory, not rounded. The vectorised one must give the same floats
 (``==``, not approx: the sums are taken in the same order), the same queues in the same order.
 """
 
@@ -31,9 +33,9 @@ def reference_queue_demand(snapshot):
                     ag += t.gpu if t.gpu >= 1 else t.gpu * t.gpu_devices
                 ac += t.cpu_millis
                 am += t.memory_bytes
-            elif t.status == "pending":
+            elif t.status in ("pending", "pipelined"):
                 if t.gpu_memory_mib is not None:
-                    pg += t.gpus_on(min_mem) if min_mem is not None else 0.0
+                    pg += t.gpu_devices * (t.gpu_memory_mib / min_mem) if min_mem is not None else 0.0
                 elif t.gpu > 0:
                     pg += t.gpu if t.gpu >= 1 else t.gpu * t.gpu_devices
                 pc += t.cpu_millis
@@ -84,10 +86,11 @@ def test_same_sums_as_the_task_loop_on_random_snapshots(seed):
     assert queue_demand(snap, TaskTable.from_snapshot(snap)) == expected
 
 
-def test_without_gpu_nodes_gpu_memory_requests_are_not_counted_pending():
+def test_without_a_node_gpu_memory_gpu_memory_requests_are_not_counted_pending():
+    """KAI's smallest node GPU memory counts nodes above its 100 MiB default only (issue 13 item 2)."""
     snap = random_snapshot(3, jobs=60)
     for n in snap.nodes:
-        n.gpus = 0
+        n.gpu_memory_mib = 100.0
     assert min_node_gpu_memory_mib(snap) is None
     assert queue_demand(snap) == reference_queue_demand(snap)
 
@@ -103,9 +106,10 @@ def test_hand_derived_accounting():
     # j1 (priority 100: non-preemptible): running 1 GPU (1) + binding 0.5 x 2 devices (1.0) = 2 allocated;
     #     pending 2 GPUs requested.
     # j2 (preemptible): running 20000 MiB on big = ceil(25)/100 = 0.25 allocated; pending 10000 MiB with the
-    #     smallest memory = 0.25 requested; pipelined and releasing tasks count for nothing.
-    # Queue q: allocated 2 + 0.25 = 2.25, non-preemptible 2, requested 2.25 + 2 + 0.25 = 4.5.
-    # CPU: allocated 1000 + 500 + 250 = 1750 (np 1500), requested 1750 + 2000 + 100 = 3850.
+    #     smallest memory = 0.25 requested; the task pipelined last cycle is a Pending pod to KAI: 1 requested;
+    #     the releasing task counts for nothing.
+    # Queue q: allocated 2 + 0.25 = 2.25, non-preemptible 2, requested 2.25 + 2 + 0.25 + 1 = 5.5.
+    # CPU: allocated 1000 + 500 + 250 = 1750 (np 1500), requested 1750 + 2000 + 100 + 7 = 3857.
     snap = Snapshot(
         nodes=[Node(name="big", gpus=8, gpu_memory_mib=80000), Node(name="small", gpus=8, gpu_memory_mib=40000)],
         queues=[Queue(name="q")],
@@ -119,8 +123,8 @@ def test_hand_derived_accounting():
                   Task(name="f", gpu=1, cpu_millis=7, status="pipelined", node="small"),
                   Task(name="g", gpu=1, cpu_millis=7, status="releasing", node="small")])])
     q = queue_demand(snap)["q"]
-    assert q["gpu"] == [2.25, 2.0, 4.5]
-    assert q["cpu"] == [1750.0, 1500.0, 3850.0]
+    assert q["gpu"] == [2.25, 2.0, 5.5]
+    assert q["cpu"] == [1750.0, 1500.0, 3857.0]
 
 
 @pytest.mark.parametrize("seed", range(3))

@@ -351,3 +351,14 @@ def test_negative_over_quota_weight_is_kept():
     conv = _convert(objs)
     assert conv.snapshot.queue_map()["neg"].gpu.over_quota_weight == -1
     assert not any(w.name == "neg" for w in conv.warnings)
+
+
+def test_reservation_pod_of_a_group_no_running_pod_uses_holds_a_pod_slot():
+    """KAI counts every pod on a node, reservation pods included. The session counts one slot per GPU group a
+    running fraction uses; a reservation pod whose fraction failed still holds its slot: counted as external."""
+    objs = _base(pods=[reservation_pod("n1", "g-live", 0), reservation_pod("n1", "g-orphan", 1),
+                       pod("live-0", node="n1", annotations={"gpu-fraction": "0.5"}, labels={"runai-gpu-group": "g-live"}),
+                       pod("dead-0", node="n1", phase="Failed", annotations={"gpu-fraction": "0.5"},
+                           labels={"runai-gpu-group": "g-orphan"})])
+    node = _convert(objs).snapshot.nodes[0]
+    assert node.external.pods == 1 and node.external.gpus == 0

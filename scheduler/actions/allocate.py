@@ -94,7 +94,8 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
         session.set_reason(j, *over)
         return False
     sig = _signature(session, j, tasks) if failed is not None else None
-    missing = next(((i, m) for i in tasks if (m := session.predicates.missing_config_maps(i))), None)
+    missing = next(((i, m) for i in tasks if (m := session.predicates.missing_config_maps(i))), None) \
+        if session.predicates_apply else None
     if missing is not None:  # KAI's ConfigMap pre-predicate: the pod cannot start anywhere
         i, names = missing
         message = (f"Scheduling conditions were not met for pod {session.task_names[i]}: ConfigMap: Missing "
@@ -170,12 +171,12 @@ def _failure_message(session: Session, j: int, task: int, index: int, fit_messag
 def _signature(session: Session, j: int, tasks: list[int]):
     """Shape of a chunk: equal shapes fit (or not) on the same nodes. gpu-memory requests also depend on
     the queue (per-node quota check), so the queue and preemptibility join the key."""
-    preds = session.predicates
-    if any(preds.is_dynamic(i) for i in tasks):
+    preds = session.predicates if session.predicates_apply else None
+    if preds is not None and any(preds.is_dynamic(i) for i in tasks):
         return None  # fits depend on the pods placed so far (host ports, inter-pod affinity): never cached
     shape = tuple((session.kind_list[i], float(session.gpu[i]), float(session.gmem[i]) if session.kind_list[i] == KIND_MEMORY else 0.0,
                    int(session.dev[i]), float(session.cpu[i]), float(session.mem[i]), session.nominated.get(i, -1),
-                   id(preds.static(i)[0]))
+                   id(preds.static(i)[0]) if preds is not None else 0)
                   for i in tasks)
     if any(session.kind_list[i] == KIND_MEMORY for i in tasks):
         info = session.jobs[j]

@@ -8,6 +8,9 @@ the sum behaves like a lexicographic order: nominated node ≫ GPU sharing ≫ a
 NOMINATED_NODE = 1e7
 """nominatednode plugin: the node a task was pipelined to in an earlier cycle."""
 
+K8S_PLUGINS = 1e6
+"""KAI ``scores.K8sPlugins``: weight of the podaffinity plugin's raw InterPodAffinity score (preferred terms)."""
+
 GPU_SHARING = 1e4
 """gpusharingorder plugin (GPU binpack only): the node has an existing shared GPU the fraction fits on."""
 

@@ -192,6 +192,8 @@ class Session:
         self._numeric_groups = any(g.isdigit() for g in self.group_ids)
         self.predicates = Predicates(self)
         self.predicates.start((i, n) for i, n in enumerate(self.node) if n >= 0 and self.status[i] in OCCUPIES_NODE)
+        # False when no node has a taint and no pod a constraint: every predicate mask is None
+        self.predicates_apply = self.predicates.applies()
 
     # ================================================================== build
 
@@ -768,7 +770,7 @@ class Session:
                      float(self._cpu_local(np.array([f1]), ns.allocatable[n:n + 1, CPU])[0]))
             if self._node_cpu_only[n]:
                 local += scores.RESOURCE_TYPE
-            elif self._gpu_sharing_order and ns.shared_gpu_in_use(n):
+            elif self._gpu_sharing_order and ns.slot_group[n] and ns.shared_gpu_in_use(n):
                 local += scores.GPU_SHARING
         else:
             need = self._gpu_l[i]
@@ -777,7 +779,7 @@ class Session:
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
                      float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
-        if fits:
+        if fits and self.predicates_apply:
             static = self.predicates.static(i)[0]
             if static is not None and not static[n]:
                 fits = False
@@ -835,6 +837,10 @@ class Session:
         nom = self.nominated.get(i)
         if nom is not None:
             score[nom] += scores.NOMINATED_NODE
+        if self.predicates_apply:
+            affinity = self.predicates.preferred_score(i)
+            if affinity is not None:
+                score += scores.K8S_PLUGINS * affinity
         return score
 
     def ordered_nodes(self, i: int, fit: Optional[NodeFit] = None) -> list[int]:

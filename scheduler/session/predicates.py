@@ -38,10 +38,12 @@ DYNAMIC_CHECKS = ("host ports", "pod affinity", "pod anti-affinity")
 
 
 class _PodRecord:
-    __slots__ = ("namespace", "labels", "anti", "ports")
+    __slots__ = ("namespace", "labels", "anti", "ports", "preferred", "preferred_anti")
 
-    def __init__(self, namespace: str, labels: dict, anti: list, ports: list):
+    def __init__(self, namespace: str, labels: dict, anti: list, ports: list, preferred: list = (),
+                 preferred_anti: list = ()):
         self.namespace, self.labels, self.anti, self.ports = namespace, labels, anti, ports
+        self.preferred, self.preferred_anti = preferred, preferred_anti
 
 
 def _term_matches(term: PodAffinityTerm, owner_ns: str, pod_ns: str, labels: dict) -> bool:
@@ -102,20 +104,27 @@ class Predicates:
 
     def start(self, tasks_on_nodes) -> None:
         """Record the tasks on nodes at session open (``(task, node)`` pairs)."""
-        s = self.s
-        self.tracking = any(t.constraints is not None and (t.constraints.host_ports or t.constraints.pod_affinity
-                                                           or t.constraints.pod_anti_affinity)
-                            for t in s.task_objs) or self.anti_pods > 0
+        constrained = [c for t in self.s.task_objs if (c := t.constraints) is not None]
+        self.constrained = bool(constrained)
+        self.tracking = self.anti_pods > 0 or any(c.host_ports or c.pod_affinity or c.pod_anti_affinity
+                                                  or c.preferred_pod_affinity or c.preferred_pod_anti_affinity
+                                                  for c in constrained)
+        self.preferred_pods = 0  # placed pods with preferred (anti-)affinity terms: they score others
         if not self.tracking:
             return
         for i, n in tasks_on_nodes:
             self.add(i, n)
 
+    def applies(self) -> bool:
+        """Whether any predicate can fail in this session (else every mask is None and nothing is tracked)."""
+        return self.any_taints or self.tracking or self.constrained
+
     def _record(self, i: int) -> Optional[_PodRecord]:
         c = self.s.task_objs[i].constraints
         if c is None:
             return None
-        return _PodRecord(self.namespace(i), c.labels, c.pod_anti_affinity, c.host_ports)
+        return _PodRecord(self.namespace(i), c.labels, c.pod_anti_affinity, c.host_ports, c.preferred_pod_affinity,
+                          c.preferred_pod_anti_affinity)
 
     def namespace(self, i: int) -> str:
         ns = self.task_ns.get(i)
@@ -135,6 +144,8 @@ class Predicates:
             self.records[n][i] = rec
             if rec.anti:
                 self.anti_pods += 1
+            if rec.preferred or rec.preferred_anti:
+                self.preferred_pods += 1
 
     def remove(self, i: int, n: int) -> None:
         if not self.tracking or n < 0:
@@ -142,6 +153,8 @@ class Predicates:
         rec = self.records[n].pop(i, None)
         if rec is not None and rec.anti:
             self.anti_pods -= 1
+        if rec is not None and (rec.preferred or rec.preferred_anti):
+            self.preferred_pods -= 1
 
     def _pods(self, n: int):
         yield from self.external[n]
@@ -202,9 +215,10 @@ class Predicates:
         if not self.tracking:
             return False
         c = self.s.task_objs[i].constraints
-        if c is not None and (c.host_ports or c.pod_affinity or c.pod_anti_affinity):
+        if c is not None and (c.host_ports or c.pod_affinity or c.pod_anti_affinity or c.preferred_pod_affinity
+                              or c.preferred_pod_anti_affinity):
             return True
-        return self.anti_pods > 0
+        return self.anti_pods > 0 or self.preferred_pods > 0
 
     def dynamic(self, i: int, rows=slice(None)) -> dict[str, np.ndarray]:
         """``{check: ok mask over rows}`` of the dynamic predicates for task ``i`` (empty when none apply)."""
@@ -229,6 +243,54 @@ class Predicates:
             out["pod anti-affinity"] = anti_ok
         if not isinstance(rows, slice):
             out = {k: v[rows] for k, v in out.items()}
+        return out
+
+    def preferred_score(self, i: int) -> Optional[np.ndarray]:
+        """KAI's podaffinity score (plugins/podaffinity, kube-scheduler InterPodAffinity Score, not normalised):
+        per node the sum of the weights of the topology domains it is in, where the pod's preferred affinity
+        (+weight) / anti-affinity (−weight) terms match an existing pod there, and existing pods' preferred terms
+        match this pod. Existing pods' required affinity adds nothing (KAI's hard pod affinity weight is 0).
+        None when nothing contributes."""
+        if not self.tracking:
+            return None
+        c = self.s.task_objs[i].constraints
+        own = (c.preferred_pod_affinity, c.preferred_pod_anti_affinity) if c is not None else ((), ())
+        if not (own[0] or own[1] or self.preferred_pods):
+            return None
+        ns = self.namespace(i)
+        labels = c.labels if c is not None else {}
+        topo: dict[str, dict[str, int]] = {}
+
+        def add(term: PodAffinityTerm, weight: int, k: int) -> None:
+            value = self.labels[k].get(term.topology_key)
+            if value is not None:
+                per = topo.setdefault(term.topology_key, {})
+                per[value] = per.get(value, 0) + weight
+
+        for k in range(self.n):
+            if not self.labels[k]:
+                continue
+            for rec in self._pods(k):
+                for term in own[0]:
+                    if _term_matches(term, ns, rec.namespace, rec.labels):
+                        add(term, term.weight, k)
+                for term in own[1]:
+                    if _term_matches(term, ns, rec.namespace, rec.labels):
+                        add(term, -term.weight, k)
+                for term in rec.preferred:
+                    if _term_matches(term, rec.namespace, ns, labels):
+                        add(term, term.weight, k)
+                for term in rec.preferred_anti:
+                    if _term_matches(term, rec.namespace, ns, labels):
+                        add(term, -term.weight, k)
+        if not topo:
+            return None
+        out = np.zeros(self.n)
+        for key, per in topo.items():
+            for k in range(self.n):
+                value = self.labels[k].get(key)
+                if value is not None:
+                    out[k] += per.get(value, 0)
         return out
 
     def _port_conflict(self, ports: list[HostPort], k: int) -> bool:

@@ -20,7 +20,8 @@ from typing import Optional
 
 from ..decisions import Eviction
 from ..errors import EngineError
-from .core import Session, _TaskState
+from .core import KIND_WHOLE, Session, _TaskState
+from .nodes import SLOT_PIPELINED
 
 
 class Statement:
@@ -52,6 +53,9 @@ class Statement:
         if evicted_here and cur.node == node:
             same_gpu = (not s.is_shared(task)) or not groups or groups == list(cur.groups)
             if same_gpu and not update_if_on_node:
+                if cur.indices and s.kind_list[task] == KIND_WHOLE:
+                    self._reseat_pipelined(task, node, cur.indices)
+                    self._record(task)
                 s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
                                           cur.shadow, None))
                 name = s.task_names[task]
@@ -72,6 +76,33 @@ class Statement:
                     break
         s._apply(task, _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node),
                                   shadow, cur.evict_prior))
+
+    def _reseat_pipelined(self, task: int, node: int, indices: list[int]) -> None:
+        """Before ``task`` (whole GPUs) is un-evicted onto ``indices``: a task pipelined meanwhile onto one of
+        those releasing devices is given another releasing or idle device of the node. KAI gives a pipelined
+        task no device (node counts only), so this keeps kaidash's device forecast free of collisions."""
+        s = self.session
+        ns = s.nodes
+        taken = [d for d in indices if ns.slot_whole[node, d] == SLOT_PIPELINED]
+        if not taken:
+            return
+        for k in range(len(s.status)):
+            if s.status[k] != "pipelined" or s.node[k] != node or s.kind_list[k] != KIND_WHOLE:
+                continue
+            clash = [d for d in s.indices[k] if d in taken]
+            if not clash:
+                continue
+            cur = s._state(k)
+            keep = [d for d in cur.indices if d not in clash]
+            self._record(k)
+            s._apply(k, _TaskState(cur.status, cur.node, cur.groups, keep, cur.accepted, cur.shadow,
+                                   cur.evict_prior))
+            spare = [d for d in ns.free_whole_slots(node, len(clash) + len(indices), pipelined=True)
+                     if d not in indices and d not in keep][: len(clash)]
+            if len(spare) < len(clash):
+                spare += clash[len(spare):]  # the slots cannot say (anonymous occupancy): leave the forecast
+            s._apply(k, _TaskState(cur.status, cur.node, cur.groups, sorted(keep + spare), cur.accepted,
+                                   cur.shadow, cur.evict_prior))
 
     def evict(self, task: int, action: str, preemptor: Optional[str] = None, message: str = "") -> None:
         """Evict an allocated task: it becomes ``releasing`` where it is, its queue's Allocated shrinks (KAI

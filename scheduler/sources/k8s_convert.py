@@ -656,7 +656,7 @@ class _Entry:
 class _JobResult:
     """A job as built from its members and what it depended on (rebuilt when any of those change)."""
 
-    __slots__ = ("job", "queue", "warnings", "conditions", "external", "nodes", "problems")
+    __slots__ = ("job", "queue", "warnings", "conditions", "external", "nodes", "problems", "held_groups")
 
     def __init__(self) -> None:
         self.job: Optional[Job] = None
@@ -666,6 +666,7 @@ class _JobResult:
         self.external: list[Task] = []  # active tasks counted as external load on their nodes
         self.nodes: set[str] = set()
         self.problems: list = []
+        self.held_groups: set[tuple[str, str]] = set()  # (node, GPU group) of its running / releasing fractions
 
 
 def _clone(obj):
@@ -1057,6 +1058,7 @@ class IncrementalConverter:
 
         results = self._results
         jobs = self._output_jobs(dirty, full)
+        self._count_orphan_reservations(nodes, results)
         for key in sorted(self._flagged["warnings"]):
             warn.items.extend(results[key].warnings)
         for key in sorted(self._flagged["external"]):
@@ -1077,6 +1079,25 @@ class IncrementalConverter:
             _validate_or_prune(snap, warn)
         return Conversion(snapshot=snap, warnings=warn.items, scheduling_conditions=conditions,
                           external_pods=external_pods)
+
+    def _count_orphan_reservations(self, nodes: dict[str, Node], results: dict) -> None:
+        """A reservation pod holds a pod slot on its node (KAI counts it among the node's pods). The session
+        counts one per GPU group a running or releasing fraction uses; a reservation pod whose group has no such
+        pod (its pod failed, or is still binding) is counted here, as another pod on the node."""
+        reservations = set()
+        for e in self._by_kind["utility"].values():
+            pod = e.value
+            group = pod.labels.get(LABEL_GPU_GROUP) if pod is not None else None
+            if group and _is_active_on_node(pod) and pod.node in nodes:
+                reservations.add((pod.node, group))
+        if not reservations:
+            return
+        held: set = set()
+        for r in results.values():
+            if r.held_groups:
+                held |= r.held_groups
+        for node, _ in sorted(reservations - held):
+            nodes[node].external.pods += 1
 
     # ------------------------------------------------------------------------------------------ output
 
@@ -1283,6 +1304,8 @@ class IncrementalConverter:
         job.tasks = tasks
         r.job = job
         r.conditions = group.conditions
+        r.held_groups = {(t.node, g) for t in tasks if t.gpu_groups and t.status in ("running", "releasing")
+                         for g in t.gpu_groups}
         errs = _Collector()
         if job_checked(job, 0, errs) is job:  # valid on its own; now against the nodes its tasks name
             r.problems = job_placement_problems(job, nodes) + [

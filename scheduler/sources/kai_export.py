@@ -55,7 +55,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..model import (ExternalPod, HostPort, Job, LabelSelector, Node, PodAffinityTerm, PodConstraints, Queue,
-                     Requirement, SchedulerConfig, Snapshot, Task, has_gpu_memory_value)
+                     SchedulerConfig, Snapshot, Task, has_gpu_memory_value)
+from ..snapshot_io import requirement_to_dict
 
 MEMBER = "snapshot.json"
 SCHEDULER_NAME = "kai-scheduler"
@@ -257,19 +258,12 @@ def _port_dict(h: HostPort) -> dict:
     return d
 
 
-def _requirement_dict(r: Requirement) -> dict:
-    d: dict[str, Any] = {"key": r.key, "operator": r.operator}
-    if r.values:
-        d["values"] = list(r.values)
-    return d
-
-
 def _selector_dict(sel: LabelSelector) -> dict:
     d: dict[str, Any] = {}
     if sel.match_labels:
         d["matchLabels"] = dict(sel.match_labels)
     if sel.match_expressions:
-        d["matchExpressions"] = [_requirement_dict(r) for r in sel.match_expressions]
+        d["matchExpressions"] = [requirement_to_dict(r) for r in sel.match_expressions]
     return d
 
 
@@ -305,9 +299,9 @@ def _apply_constraints(c: PodConstraints, spec: dict, container: dict) -> None:
         for term in c.node_affinity:
             t: dict[str, Any] = {}
             if term.match_expressions:
-                t["matchExpressions"] = [_requirement_dict(r) for r in term.match_expressions]
+                t["matchExpressions"] = [requirement_to_dict(r) for r in term.match_expressions]
             if term.match_fields:
-                t["matchFields"] = [_requirement_dict(r) for r in term.match_fields]
+                t["matchFields"] = [requirement_to_dict(r) for r in term.match_fields]
             terms.append(t)
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
     pa = _affinity_block(c.pod_affinity, c.preferred_pod_affinity)
@@ -515,7 +509,11 @@ def kai_config(cfg: SchedulerConfig) -> dict:
     plugins.append({"name": "nodeplacement", "arguments": {"gpu": cfg.placement.gpu, "cpu": cfg.placement.cpu}})
     if cfg.placement.gpu == "binpack":
         plugins.append({"name": "gpusharingorder"})
-    return {"actions": ", ".join(cfg.actions), "tiers": [{"plugins": plugins}],
+    actions = list(cfg.actions)
+    if "spread" in (cfg.placement.gpu, cfg.placement.cpu):
+        # KAI's operator disables consolidation under spread placement, and kaidash's engine skips it there too
+        actions = [a for a in actions if a != "consolidation"]
+    return {"actions": ", ".join(actions), "tiers": [{"plugins": plugins}],
             "scenarioSearchBudgets": json.loads(json.dumps(SCENARIO_SEARCH_BUDGETS))}
 
 
