@@ -126,12 +126,19 @@ class _Leaf:
         return r
 
     def pop(self):
+        """``(key, job)`` of the next job, as :class:`~scheduler.ordering.JobsOrderByQueues` pops its leaves."""
         j = self.peek()
         if self.mine and j == self.mine[0]:
             self.mine.pop(0)
         else:
             self.pos += 1
-        return j
+        return None, j
+
+    @property
+    def items(self) -> list:
+        """What the job order reads of a leaf: ``[(key, top job)]``, empty when the leaf is."""
+        j = self.peek()
+        return [] if j is None else [(None, j)]
 
     def __len__(self) -> int:
         return len(self.mine) + (1 if self._rest_head() is not None else 0)
@@ -248,7 +255,7 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
                 best, best_key = q, key
         if best < 0:
             return
-        j = leaves[best].pop()
+        _, j = leaves[best].pop()
         if j in wanted:
             wanted.discard(j)
             yield j

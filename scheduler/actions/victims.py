@@ -271,6 +271,12 @@ class _VictimLeaf:
             self.pos += 1
         return head
 
+    @property
+    def items(self) -> list:
+        """What the queue heaps read of a leaf: non-empty while a candidate is left."""
+        head = self.peek()
+        return [] if head is None else [head]
+
     def __len__(self) -> int:
         return len(self.arr) - self.pos + len(self.heap)
 
