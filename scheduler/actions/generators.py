@@ -51,8 +51,11 @@ class Scenario:
 
     def fingerprint(self) -> tuple:
         """KAI ``fingerprintScenario`` (the preemptor is the same for a whole search)."""
-        return (frozenset(self.pending), frozenset(i for b in self.recorded for i in b.tasks),
-                frozenset(i for b in self.potential for i in b.tasks))
+        fp = self.__dict__.get("_fp")
+        if fp is None:
+            fp = self._fp = (frozenset(self.pending), frozenset(i for b in self.recorded for i in b.tasks),
+                             frozenset(i for b in self.potential for i in b.tasks))
+        return fp
 
 
 @dataclass
@@ -77,11 +80,12 @@ class Accumulator:
         s = ctx.session
         self.potential: list[Batch] = []
         self.recorded_tasks = frozenset(i for b in ctx.recorded for i in b.tasks)
-        self.capacity = ctx.raw_capacity.copy()
+        self.capacity = ctx.raw_capacity       # copied before the first change
+        self._own = False
         node, accepted = s.node, s.accepted
         for i in self.recorded_tasks:
             if node[i] >= 0:
-                self.capacity[node[i]] += accepted[i]
+                self._capacity_add(node[i], accepted[i])
         self.required = sorted(ctx.gpu_quota, reverse=True)
         self.popped = 0
         # AccumulatedNodeAffinities: pending tasks with a node selector or required node affinity need a
@@ -94,12 +98,18 @@ class Accumulator:
                 if node[i] >= 0:
                     self.covered[node[i]] = True
 
+    def _capacity_add(self, n: int, gpus: float) -> None:
+        if not self._own:
+            self.capacity = self.capacity.copy()
+            self._own = True
+        self.capacity[n] += gpus
+
     def _add(self, batch: Batch) -> None:
         node, accepted = self.ctx.session.node, self.ctx.session.accepted
         for i in batch.tasks:
             n = node[i]
             if n >= 0:
-                self.capacity[n] += accepted[i]
+                self._capacity_add(n, accepted[i])
                 if self.covered is not None:
                     self.covered[n] = True
         self.potential.append(batch)
@@ -174,8 +184,7 @@ class NodeLocalGreedy:
             jobs = on_node.get(n)
             if not jobs:
                 continue
-            chosen = [Batch(job=jj, tasks=[i for b in by_job[jj] for i in b.tasks],
-                            elastic=by_job[jj][0].elastic, resources=sum(b.resources for b in by_job[jj]))
+            chosen = [Batch(job=jj, tasks=[i for b in by_job[jj] for i in b.tasks], elastic=by_job[jj][0].elastic)
                       for jj in jobs]
             key = frozenset(i for b in chosen for i in b.tasks)
             if key in seen:

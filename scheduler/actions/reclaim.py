@@ -277,6 +277,7 @@ class _Candidates:
         leaves = np.unique(facts.queue[facts.preemptible & facts.queue_ok])
         self.leaves = [int(q) for q in leaves.tolist()]
         self._protected: dict[int, np.ndarray] = {}
+        self._masks: dict[int, tuple] = {}     # reclaimer queue -> (facts version, candidate mask)
 
     def protected(self, rq: int) -> np.ndarray:
         """Non-elastic jobs protected from reclaim by this reclaimer queue (§c.7); fixed for the session."""
@@ -288,22 +289,18 @@ class _Candidates:
             self._protected[rq] = mask
         return mask
 
-    def for_job(self, j: int, req: np.ndarray) -> dict[int, np.ndarray]:
+    def for_job(self, j: int, req: np.ndarray) -> dict[int, tuple]:
+        """``{victim leaf queue: (its jobs in victim order, candidate mask)}`` for the reclaimer ``j``; the
+        victim queue checks the mask as it walks a leaf."""
         s, f = self.s, self.facts
         rq = s.jobs[j].queue
         ok = [q for q in self.leaves if q != rq and filter_victim_queue(s, rq, req, q)]
         if not ok:
             return {}
-        qmask = np.zeros(len(s.queues.names) + 1, dtype=bool)
-        qmask[ok] = True
-        mask = f.base_candidates() & qmask[f.queue] & ~self.protected(rq)
-        out = {}
-        for q in ok:
-            order = f.leaf_order(q)
-            sel = order[mask[order]]
-            if sel.size:
-                out[q] = sel
-        return out
+        mask = self._masks.get(rq)
+        if mask is None or mask[0] != f.version:
+            mask = self._masks[rq] = (f.version, f.base_candidates() & ~self.protected(rq))
+        return {q: (f.leaf_order(q), mask[1]) for q in ok}
 
 
 # ---------------------------------------------------------------------------------------------- action

@@ -205,10 +205,12 @@ class Solver:
         s = self.s
         pending = tuple(self._tasks[:k])
         recorded = self._recorded
-        feasible = self._feasible.copy()
-        for i in self._recorded_victims:
-            if s.node[i] >= 0:
-                feasible[s.node[i]] = True
+        feasible = self._feasible
+        if self._recorded_victims:
+            feasible = feasible.copy()
+            for i in self._recorded_victims:
+                if s.node[i] >= 0:
+                    feasible[s.node[i]] = True
         quota = [s.request_gpus(i, None) for i in pending]
         ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota)
         gen = gen_cls(ctx)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -102,6 +102,7 @@ class JobFacts:
         self.queue_ok = ok_queue[self.queue]  # index -1 hits the trailing False
         self._leaf_order: dict[int, np.ndarray] = {}
         self._state = self._elastic_states(np.arange(J)) if J else np.zeros(0, np.int64)
+        self.version = 0
 
     def _elastic_states(self, js: np.ndarray) -> np.ndarray:
         """KAI elastic job-order state per job: 0 below min_available, 1 at, 2 above."""
@@ -114,8 +115,9 @@ class JobFacts:
 
     def refresh(self, jobs) -> None:
         """Recount active tasks of ``jobs`` after a commit; leaf orders whose job states changed are rebuilt
-        when next needed."""
+        when next needed. ``version`` counts the refreshes (masks derived from these columns follow it)."""
         s = self.s
+        self.version += 1
         for j in set(jobs):
             a, b = s.job_start[j], s.job_start[j + 1]
             act = sum(1 for st in s.status[a:b] if st in ACTIVE_ALLOCATED)
@@ -131,7 +133,8 @@ class JobFacts:
                     self._leaf_order.pop(int(self.queue[j]), None)
 
     def base_candidates(self) -> np.ndarray:
-        """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue."""
+        """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue.
+        A new array."""
         return self.preemptible & (self.active > 0) & self.queue_ok
 
     def order_key(self, j: int, state: Optional[int] = None) -> tuple:
@@ -160,7 +163,6 @@ class Batch:
     job: int
     tasks: list[int]
     elastic: bool = False       # the job is elastic (KAI IsElastic), for the min-runtime check
-    resources: np.ndarray = field(default_factory=lambda: np.zeros(3))  # queue amount of these tasks
 
 
 SKIPPED = Batch(job=-1, tasks=[])
@@ -174,10 +176,9 @@ def merge_by_job(batches: list[Batch]) -> list[Batch]:
     for b in batches:
         cur = merged.get(b.job)
         if cur is None:
-            merged[b.job] = Batch(job=b.job, tasks=list(b.tasks), elastic=b.elastic, resources=b.resources.copy())
+            merged[b.job] = Batch(job=b.job, tasks=list(b.tasks), elastic=b.elastic)
         else:
             cur.tasks.extend(b.tasks)
-            cur.resources = cur.resources + b.resources
     return list(merged.values())
 
 
@@ -229,12 +230,32 @@ class _VictimLeaf:
     """A leaf queue's candidates in victim order: the jobs (whole) in reverse job order, merged with the job
     representatives pushed back (the rest of an elastic job after one of its tasks was taken)."""
 
-    __slots__ = ("arr", "pos", "heap", "facts", "seq")
+    __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq")
 
-    def __init__(self, arr: np.ndarray, facts: "JobFacts"):
-        self.arr, self.pos, self.facts = arr.tolist(), 0, facts
+    def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None):
+        """``arr``: the leaf's jobs in victim order; ``mask`` (over all jobs): which of them are candidates,
+        checked as the leaf is walked (a search usually stops long before the end of a long leaf)."""
+        self.arr, self.mask, self.pos, self.facts = arr, mask, 0, facts
         self.heap: list = []
         self.seq = 0
+
+    def _arr_head(self) -> Optional[int]:
+        arr, mask, pos = self.arr, self.mask, self.pos
+        if pos >= len(arr):
+            return None
+        if mask is not None and not mask[arr[pos]]:
+            ok = mask[arr[pos:]]
+            k = int(ok.argmax())
+            if not ok[k]:
+                self.pos = len(arr)
+                return None
+            self.pos = pos = pos + k
+        return int(arr[pos])
+
+    def candidates(self) -> list[int]:
+        """Every job of the leaf that is a candidate (the pushed-back representatives' jobs are among them)."""
+        sel = self.arr if self.mask is None else self.arr[self.mask[self.arr]]
+        return sel.tolist()
 
     def rep_key(self, j: int, rep: Optional[frozenset]) -> _Reversed:
         f = self.facts
@@ -255,7 +276,8 @@ class _VictimLeaf:
         heapq.heappush(self.heap, (self.rep_key(j, rep), self.seq, j, rep))
 
     def peek(self) -> Optional[tuple]:
-        a = (self.arr[self.pos], None) if self.pos < len(self.arr) else None
+        head = self._arr_head()
+        a = None if head is None else (head, None)
         if not self.heap:
             return a
         h = self.heap[0]
@@ -278,7 +300,8 @@ class _VictimLeaf:
         return [] if head is None else [head]
 
     def __len__(self) -> int:
-        return len(self.arr) - self.pos + len(self.heap)
+        """Non-zero while a candidate is left (the count of masked jobs is not known before walking them)."""
+        return len(self.heap) + (self._arr_head() is not None)
 
 
 class VictimQueue(JobsOrderByQueues):
@@ -290,19 +313,26 @@ class VictimQueue(JobsOrderByQueues):
     already taken from its subtree's best leaf (the popped representatives plus the next one, KAI
     ``getVictimsForQueue``), so victims alternate between over-served queues. In a leaf, the job order reversed.
 
-    ``candidates``: ``{leaf queue: job indices in reverse job order}``. ``max_jobs`` caps how many distinct
-    jobs are ever popped (consolidation's candidate limit; the first ones in victim order).
+    ``candidates``: ``{leaf queue: job indices in reverse job order}``, or ``{leaf queue: (the leaf's jobs in
+    reverse job order, candidate mask over all jobs)}``. ``max_jobs`` caps how many distinct jobs are ever
+    popped (consolidation's candidate limit; the first ones in victim order).
     """
 
-    def __init__(self, session, facts: JobFacts, candidates: dict[int, np.ndarray], max_jobs: int = -1):
+    def __init__(self, session, facts: JobFacts, candidates: dict, max_jobs: int = -1):
         super().__init__(session, [])
         self.facts = facts
-        self._arrays = {q: arr for q, arr in candidates.items() if len(arr)}
+        self._leaves: dict[int, _VictimLeaf] = {}
         self._popped: dict[int, np.ndarray] = {}
         self._max_jobs = max_jobs
         self._seen_jobs: set[int] = set()
-        for q in sorted(self._arrays):
-            node = self._nodes[q] = _QueueNode(q, _VictimLeaf(self._arrays[q], facts), True)
+        for q in sorted(candidates):
+            value = candidates[q]
+            arr, mask = value if isinstance(value, tuple) else (value, None)
+            leaf = _VictimLeaf(arr, facts, mask)
+            if not len(leaf):
+                continue
+            self._leaves[q] = leaf
+            node = self._nodes[q] = _QueueNode(q, leaf, True)
             self._popped[q] = np.zeros(3)
             self._link(node)
             self._mark(node)
@@ -313,8 +343,8 @@ class VictimQueue(JobsOrderByQueues):
     def candidate_tasks(self) -> list[int]:
         """Every task a pop could ever yield: the active tasks of all candidate jobs (whatever the cap)."""
         out: list[int] = []
-        for arr in self._arrays.values():
-            for j in arr.tolist():
+        for leaf in self._leaves.values():
+            for j in leaf.candidates():
                 out.extend(active_tasks(self.s, j))
         return out
 
@@ -325,10 +355,14 @@ class VictimQueue(JobsOrderByQueues):
     # ---- comparisons (victim mode)
 
     def _rep_alloc(self, j: int, rep: Optional[frozenset]) -> np.ndarray:
-        out = np.zeros(3)
-        for i in active_tasks(self.s, j, rep):
-            out += self.s.queue_amount(i)
-        return out
+        """KAI's ``AllocatedVector`` of a job representative: what its active tasks hold in their queue."""
+        s = self.s
+        g = c = m = 0.0
+        for i in active_tasks(s, j, rep):
+            g += s.accepted[i]
+            c += float(s.cpu[i])
+            m += float(s.mem[i])
+        return np.array([g, c, m])
 
     def _victims_of(self, node) -> np.ndarray:
         """Resources of the victims KAI passes for a subtree: popped from its best leaf, plus that leaf's next."""
@@ -388,10 +422,7 @@ class VictimQueue(JobsOrderByQueues):
                 self._push_back(leaf, j, frozenset(rest))
             if not tasks:
                 continue
-            res = np.zeros(3)
-            for i in tasks:
-                res += self.s.queue_amount(i)
-            return Batch(job=j, tasks=tasks, elastic=bool(self.facts.elastic[j]), resources=res)
+            return Batch(job=j, tasks=tasks, elastic=bool(self.facts.elastic[j]))
         return None
 
     def _push_back(self, leaf, j: int, rep: frozenset) -> None:
@@ -426,10 +457,20 @@ def node_gpu_capacity(session) -> np.ndarray:
     return cap
 
 
+_RAW_CACHE: dict[int, tuple] = {}
+
+
 def raw_gpu_capacity(session) -> np.ndarray:
     """:func:`node_gpu_capacity` on every node, ready or not (KAI's accumulated-GPU filter and feasible nodes
-    read every node of the cluster). A new array."""
-    return _node_gpu_capacity(session.nodes, ready_only=False)
+    read every node of the cluster). Cached per node-state version; do not modify the result."""
+    ns = session.nodes
+    hit = _RAW_CACHE.get(id(session))
+    if hit is not None and hit[0] is ns and hit[1] == ns.version:
+        return hit[2]
+    cap = _node_gpu_capacity(ns, ready_only=False)
+    _RAW_CACHE.clear()
+    _RAW_CACHE[id(session)] = (ns, ns.version, cap)
+    return cap
 
 
 def _node_gpu_capacity(ns, ready_only: bool = True) -> np.ndarray:

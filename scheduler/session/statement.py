@@ -24,12 +24,16 @@ from .core import KIND_WHOLE, Session, _TaskState
 from .nodes import SLOT_PIPELINED
 
 
+APPENDED = object()
+"""An operation that appended one eviction to ``session.evictions`` (rollback pops it)."""
+
+
 class Statement:
     """A transaction over a :class:`Session`."""
 
     def __init__(self, session: Session):
         self.session = session
-        self._ops: list[tuple[int, _TaskState, list, list]] = []  # see _record
+        self._ops: list[list] = []  # see _record
 
     # ------------------------------------------------------------------ operations
 
@@ -61,7 +65,7 @@ class Statement:
                 name = s.task_names[task]
                 last = max((k for k, e in enumerate(s.evictions) if e.task == name), default=-1)
                 if last >= 0:  # the eviction this un-evicts (an earlier, committed one stays)
-                    s.evictions = s.evictions[:last] + s.evictions[last + 1:]
+                    self._ops[-1][2] = (last, s.evictions.pop(last))
                 return
         shadow = cur.shadow
         if evicted_here:
@@ -116,9 +120,9 @@ class Statement:
         s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
                                   cur.status))
         job = s.jobs[s.task_job[task]]
-        # Copy-on-write: recorded operations keep a reference to the list as it was (O(1) per operation).
-        s.evictions = s.evictions + [Eviction(task=s.task_names[task], job=job.key, action=action,
-                                              preemptor=preemptor, message=message)]
+        s.evictions.append(Eviction(task=s.task_names[task], job=job.key, action=action, preemptor=preemptor,
+                                    message=message))
+        self._ops[-1][2] = APPENDED
         s.free_epoch += 1
 
     def convert_all_allocated_to_pipelined(self, job: int) -> None:
@@ -142,9 +146,12 @@ class Statement:
         """Undo every operation recorded after ``checkpoint`` (latest first)."""
         s = self.session
         while len(self._ops) > checkpoint:
-            task, before, evictions, moved = self._ops.pop()
+            task, before, eviction_change, moved = self._ops.pop()
             s._apply(task, before)
-            s.evictions = evictions
+            if eviction_change is APPENDED:
+                s.evictions.pop()
+            elif eviction_change is not None:
+                s.evictions.insert(*eviction_change)
             for e, moved_to in reversed(moved):
                 e.moved_to = moved_to
 
@@ -163,5 +170,6 @@ class Statement:
 
     def _record(self, task: int) -> None:
         s = self.session
-        # (task, state before, evictions list before — never mutated in place —, moved_to changes to undo)
-        self._ops.append((task, s._state(task), s.evictions, []))
+        # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
+        # changes to undo]
+        self._ops.append([task, s._state(task), None, []])
