@@ -174,9 +174,11 @@ def make_feed(options: SourceOptions) -> Feed:
     if options.source == "snapshot":
         if not options.snapshot:
             raise SourceError("--source snapshot needs --snapshot FILE")
+        from scheduler.safe_io import server_reads
         from scheduler.snapshot_io import load_snapshot
 
-        return Feed(load_snapshot(options.snapshot), label=options.label())
+        with server_reads():   # only inside the data directories (kaidash serve --data-dir), a regular file, in time
+            return Feed(load_snapshot(options.snapshot), label=options.label())
     if options.source == "kube":
         return KubeFeed(options.context)
     step = options.sim_step_s or options.period_s

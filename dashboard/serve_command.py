@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+from scheduler import preflight
 
 from .options import SourceOptions, add_source_arguments
 
@@ -26,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-websocket-origin", action="append", default=None, metavar="HOST[:PORT]",
                         help="extra hosts browsers may connect from (behind a proxy or ingress)")
     parser.add_argument("--show", action="store_true", help="open a browser tab")
+    parser.add_argument("--data-dir", action="append", default=None, metavar="DIR",
+                        help="a directory the server may read snapshot files from (--snapshot, the Settings "
+                             "page); repeat for more. Default: the working directory")
     add_source_arguments(parser)
     from .auth import add_auth_arguments   # --basic-auth, --oauth-*, --cookie-secret, --access-map
 
@@ -34,7 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     options = SourceOptions.from_namespace(args, base=SourceOptions.from_env())
+    data_dirs = preflight.data_dirs(args.data_dir)
     os.environ.update(options.to_env())
+    os.environ.update(data_dirs.to_env())
+    # Everything that can be wrong with the command line is said before the server starts.
+    preflight.check_port(args.address, args.port)
+    if options.prometheus:
+        for warning in preflight.check_prometheus_url(options.prometheus):
+            print(f"kaidash serve: warning: {warning}", file=sys.stderr, flush=True)
+    from .feeds import make_feed
+
+    feed = make_feed(options) if options.source == "snapshot" else None   # a refused or invalid file: exit 1
     import panel as pn
 
     from .app import build_app, configure_panel
@@ -46,13 +62,21 @@ def run(args: argparse.Namespace) -> int:
     auth = serve_kwargs(args)                  # Panel's basic auth / OAuth options (dashboard/auth.py)
     configure_access(access_map_from(args))    # optional per-user queue scopes
     configure_panel()
-    loop = get_loop(options)
+    loop = get_loop(options, start=False)
+    if feed is not None:
+        loop.switch(feed=feed)                 # the snapshot read above, not read twice
+    loop.step()                                # the first page shows data, not a spinner
+    loop.start()
     origins = list(args.allow_websocket_origin or [])
     if args.address not in ("127.0.0.1", "localhost", "0.0.0.0", ""):
         origins.append(f"{args.address}:{args.port}")
-    server = pn.serve({"/": lambda: build_app(loop)}, port=args.port, address=args.address, show=args.show,
-                      title="kaidash", websocket_origin=origins or None, extra_patterns=extra_patterns(loop),
-                      start=False, threaded=False, **auth)
+    try:
+        server = pn.serve({"/": lambda: build_app(loop)}, port=args.port, address=args.address, show=args.show,
+                          title="kaidash", websocket_origin=origins or None, extra_patterns=extra_patterns(loop),
+                          start=False, threaded=False, **auth)
+    except OSError as exc:                     # the port was taken since the check
+        loop.stop()
+        raise preflight.listen_error(args.address, args.port, exc) from None
     port = server.port
     print(f"kaidash: serving {options.label()} on http://{args.address}:{port}/ "
           f"(metrics at /metrics, health at /healthz)", flush=True)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from . import placement as _placement  # noqa: F401  registers strategies (fragaware) in PLACEMENT_STRATEGIES
+from . import queue_tree, safe_io
 from .errors import SnapshotError
 from .model import (
     ACTIONS,
@@ -614,20 +615,9 @@ def _cross_check(snap: Snapshot, errs: _Collector, placement: bool = True) -> No
     for q in snap.queues:
         if q.parent is not None and q.parent not in queues:
             errs.add(f"queues[{q.name}].parent", f"parent queue {q.parent!r} does not exist")
-    # cycles: follow parents; a chain longer than the queue count loops.
-    reported: set[str] = set()
-    for q in snap.queues:
-        seen = [q.name]
-        cur = q
-        while cur.parent is not None and cur.parent in queues:
-            if cur.parent in seen:
-                cycle = seen[seen.index(cur.parent):] + [cur.parent]
-                if not reported.intersection(cycle):
-                    errs.add(f"queues[{cycle[0]}].parent", "cycle in the queue tree: " + " -> ".join(cycle))
-                reported.update(cycle)
-                break
-            seen.append(cur.parent)
-            cur = queues[cur.parent]
+    # cycles and the depth limit, in one linear walk up the parents
+    for name, message in queue_tree.tree_problems({name: q.parent for name, q in queues.items()}):
+        errs.add(f"queues[{name}].parent", message)
     parents = {q.parent for q in snap.queues if q.parent}
     jobs_seen: set[str] = set()
     tasks_seen: set[str] = set()
@@ -1196,33 +1186,22 @@ def _task_dict(t: Task) -> dict:
 def load_snapshot(path: str | Path) -> Snapshot:
     """Load a snapshot from a ``.yaml``/``.yml``/``.json`` file, or a KAI ``/get-snapshot`` ``.zip``.
 
-    Raises :class:`SnapshotError` naming the file, and the object and field, on any problem.
+    Read through :mod:`scheduler.safe_io` (a regular file within the input limits). Raises
+    :class:`SnapshotError` naming the file, and the object and field, on any problem.
     """
     path = Path(path)
     if path.suffix == ".zip":
         from .sources.kai_snapshot import load_kai_snapshot  # imported lazily: optional source
 
         return load_kai_snapshot(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SnapshotError(str(path), f"cannot read file: {exc.strerror or exc}") from exc
+    text = safe_io.read_text(path)
     return loads_snapshot(text, name=str(path), fmt="json" if path.suffix == ".json" else "yaml")
 
 
 def loads_snapshot(text: str, name: str = "(text)", fmt: str = "yaml") -> Snapshot:
-    """Parse snapshot text (YAML is a superset of JSON, so ``yaml`` reads both)."""
-    try:
-        doc = json.loads(text) if fmt == "json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" at line {mark.line + 1}, column {mark.column + 1}"
-        elif isinstance(exc, json.JSONDecodeError):
-            where = f" at line {exc.lineno}, column {exc.colno}"
-        detail = getattr(exc, "problem", None) or getattr(exc, "msg", None) or str(exc)
-        raise SnapshotError(name, f"not valid {fmt.upper()}{where} (file truncated or corrupt?): {detail}") from exc
+    """Parse snapshot text (YAML is a superset of JSON, so ``yaml`` reads both), within the nesting and
+    YAML alias limits of :mod:`scheduler.safe_io`."""
+    doc = safe_io.parse_document(text, name, fmt)
     if doc is None:
         raise SnapshotError(name, "empty document")
     try:
@@ -1242,4 +1221,4 @@ def dumps_snapshot(snap: Snapshot, fmt: str = "yaml") -> str:
 def save_snapshot(snap: Snapshot, path: str | Path) -> None:
     """Write a snapshot; the format follows the extension (``.json`` or YAML)."""
     path = Path(path)
-    path.write_text(dumps_snapshot(snap, "json" if path.suffix == ".json" else "yaml"))
+    safe_io.write_text(path, dumps_snapshot(snap, "json" if path.suffix == ".json" else "yaml"))

@@ -14,13 +14,20 @@
 ``invalid_docs()`` takes such a document and applies exactly one mutation, returning the document and an
 :class:`Expectation` saying which object and field the loader's error must name.
 
+``hostile_snapshot_texts()``, ``hostile_fairshare_texts()`` and ``hostile_kai_zips()`` (end of the file) put one
+hostile or broken part into a valid input: a YAML alias bomb, nesting hundreds of levels deep, a 6,000-digit
+integer, a YAML tag, damaged bytes, a truncated file, a zip whose headers lie, a zip bomb, a thousand members.
+
 The engine property tests reuse ``snapshot_docs`` (and ``snapshots``) to check invariants on random clusters.
 """
 
 from __future__ import annotations
 
 import copy
+import io
 import json
+import struct
+import zipfile
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -438,3 +445,167 @@ def dump(doc: dict, fmt: str) -> str:
         return json.dumps(doc, indent=1)
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
 
+
+
+# ---------------------------------------------------------------------------------------------- hostile input
+# Documents, fair-share inputs and KAI zips with one hostile or broken part, for the fuzz tests
+# (tests/test_fuzz_loaders.py). The loaders must return or raise a KaidashError, within the limits.
+
+SENTINEL = "__HOSTILE_VALUE__"
+
+
+def _alias_bomb(levels: int, fanout: int) -> str:
+    """A flow-style YAML mapping whose last entry expands to ``fanout ** levels`` strings."""
+    parts = ["b0: &b0 [" + ", ".join(["lol"] * fanout) + "]"]
+    parts += [f"b{k}: &b{k} [" + ", ".join([f"*b{k - 1}"] * fanout) + "]" for k in range(1, levels)]
+    return "{" + ", ".join(parts) + "}"
+
+
+@st.composite
+def _hostile_fragment(draw, fmt: str) -> str:
+    """One hostile value, as text in ``fmt``: an alias bomb (YAML), deep nesting, huge or odd numbers, tags."""
+    kinds = ["deep_list", "deep_map", "big_int", "odd_number", "long_string", "wide_list"]
+    if fmt == "yaml":
+        kinds += ["alias_bomb", "alias_bomb", "recursive_alias", "tag", "anchor_reuse"]
+    kind = draw(st.sampled_from(kinds))
+    if kind == "deep_list":
+        depth = draw(st.integers(1, 400))
+        return "[" * depth + "]" * depth
+    if kind == "deep_map":
+        depth = draw(st.integers(1, 300))
+        return '{"k": ' * depth + "1" + "}" * depth
+    if kind == "big_int":
+        return ("-" if draw(st.booleans()) else "") + "9" * draw(st.integers(300, 6000))
+    if kind == "odd_number":
+        return draw(st.sampled_from(["1e999", "-1e999", "NaN", "Infinity", "0.0000001", "1e-400", "0x10", ".inf",
+                                     "1_000", "0o17", "-0"]))
+    if kind == "long_string":
+        return json.dumps("x" * draw(st.integers(1000, 200_000)))
+    if kind == "wide_list":
+        return "[" + ", ".join(["1"] * draw(st.integers(100, 20_000))) + "]"
+    if kind == "alias_bomb":
+        return _alias_bomb(draw(st.integers(2, 12)), draw(st.integers(2, 12)))
+    if kind == "recursive_alias":
+        return "&r [1, *r]"
+    if kind == "anchor_reuse":
+        return "[&a 1, &a 2, *a, *undefined]"
+    return draw(st.sampled_from(["!!binary aGVsbG8=", "!!binary '%%%'", "!!timestamp 2001-12-14", "2001-13-45",
+                                 "!!set {a, b}", "!!python/object:os.system ls", "!!float nan", "!!int '12x'",
+                                 "!!omap [a: 1]", "!!str", "!<tag:yaml.org,2002:map> {}"]))
+
+
+def _holders(doc: dict) -> list[dict]:
+    out = [doc]
+    for key in ("nodes", "queues", "jobs"):
+        out += [x for x in doc.get(key, []) if isinstance(x, dict)]
+    out += [t for j in doc.get("jobs", []) for t in j.get("tasks", []) if isinstance(t, dict)]
+    out += [x for q in doc.get("queues", []) for x in (q.get("gpu"), q.get("total")) if isinstance(x, dict)]
+    return out
+
+
+@st.composite
+def _with_hostile_part(draw, doc: dict, fmt: str) -> str:
+    """``doc`` as ``fmt`` text with one hostile change: a hostile value in a field, or damaged text."""
+    doc = copy.deepcopy(doc)
+    how = draw(st.sampled_from(["value", "value", "value", "truncate", "bytes", "repeat"]))
+    if how == "value":
+        holder = draw(st.sampled_from(_holders(doc)))
+        key = draw(st.sampled_from(sorted(map(str, holder))) | st.sampled_from(["labels", "extra", "name"]))
+        holder[key] = SENTINEL
+        text = dump(doc, fmt)
+        return text.replace(json.dumps(SENTINEL) if fmt == "json" else SENTINEL, draw(_hostile_fragment(fmt)), 1)
+    text = dump(doc, fmt)
+    if how == "truncate":
+        return text[: draw(st.integers(0, max(len(text) - 1, 0)))]
+    if how == "repeat":  # many copies of one bad object: thousands of problems
+        return text + ("\n" if fmt == "yaml" else "") + draw(st.sampled_from(["", "x: [" + "1, " * 5000 + "1]"]))
+    raw = bytearray(text.encode())
+    for _ in range(draw(st.integers(1, 8))):
+        if raw:
+            raw[draw(st.integers(0, len(raw) - 1))] = draw(st.integers(0, 255))
+    return raw.decode("latin-1")
+
+
+@st.composite
+def hostile_snapshot_texts(draw) -> tuple[str, str]:
+    """``(text, fmt)``: a small valid snapshot written as ``fmt`` with one hostile part."""
+    fmt = draw(st.sampled_from(["yaml", "json"]))
+    doc = draw(snapshot_docs(max_nodes=3, max_queues=3, max_jobs=3, max_tasks=2))
+    return draw(_with_hostile_part(doc, fmt)), fmt
+
+
+@st.composite
+def fairshare_docs(draw) -> dict:
+    """A valid fair-share calculator input: a small queue tree with quotas, weights, limits and requests."""
+    queues, _ = draw(_queues(4))
+    out = []
+    for q in queues:
+        res = {"quota": draw(st.integers(0, 8)), "over_quota_weight": draw(st.integers(0, 4)),
+               "limit": draw(st.sampled_from([-1, 4, 16])), "request": draw(st.integers(0, 16))}
+        out.append({"name": q["name"], "parent": q.get("parent"), "gpu": res})
+    return {"total": {"gpu": draw(st.integers(0, 64))}, "k_value": 1.0, "queues": out}
+
+
+@st.composite
+def hostile_fairshare_texts(draw) -> tuple[str, str]:
+    """``(text, fmt)``: a fair-share input with one hostile part."""
+    fmt = draw(st.sampled_from(["yaml", "json"]))
+    return draw(_with_hostile_part(draw(fairshare_docs()), fmt)), fmt
+
+
+def _zip_of(member_bytes: bytes, name: str = "snapshot.json", extra: int = 0, stored: bool = False) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(name, member_bytes)
+        for i in range(extra):
+            zf.writestr(f"extra-{i}.txt", b"")
+    return buf.getvalue()
+
+
+@st.composite
+def hostile_kai_zips(draw, base_doc: dict) -> bytes:
+    """A KAI ``/get-snapshot`` zip of ``base_doc`` with one hostile part: in the JSON (a hostile value in a
+    raw object, damaged text), in the archive (member names and counts, lying sizes, flipped bytes, flags,
+    compression method, truncation), or a bomb."""
+    where = draw(st.sampled_from(["json", "json", "archive", "bomb"]))
+    if where == "bomb":
+        size = draw(st.sampled_from([2**20, 3 * 2**20, 9 * 2**20]))
+        return _zip_of(b'{"rawObjects": {"pods": [' + b" " * size + b"]}}")
+    if where == "json":
+        doc = copy.deepcopy(base_doc)
+        pods = doc["rawObjects"]["pods"]
+        holders = [doc, doc["rawObjects"], doc["config"], doc["schedulerParams"]] + pods[:3]
+        holders += [p.get("metadata") for p in pods[:3] if isinstance(p.get("metadata"), dict)]
+        holders += [p.get("spec") for p in pods[:3] if isinstance(p.get("spec"), dict)]
+        holder = draw(st.sampled_from(holders))
+        holder[draw(st.sampled_from(sorted(holder)) | st.just("extra"))] = SENTINEL
+        text = json.dumps(doc).replace(json.dumps(SENTINEL), draw(_hostile_fragment("json")), 1)
+        if draw(st.booleans()):
+            text = text[: draw(st.integers(0, len(text)))]
+        return _zip_of(text.encode(errors="surrogatepass"), stored=draw(st.booleans()))
+    data = bytearray(_zip_of(json.dumps(base_doc).encode(),
+                             name=draw(st.sampled_from(["snapshot.json", "other.json", "dir/snapshot.json", "a.txt",
+                                                        "snapshot.json/../x.json", "ñ.json"])),
+                             extra=draw(st.sampled_from([0, 0, 3, 1100]))))
+    change = draw(st.sampled_from(["flip", "truncate", "sizes", "flags", "method"]))
+    central = data.rfind(b"PK\x01\x02")
+    if change == "flip":
+        for _ in range(draw(st.integers(1, 16))):
+            data[draw(st.integers(0, len(data) - 1))] = draw(st.integers(0, 255))
+    elif change == "truncate":
+        del data[draw(st.integers(0, len(data) - 1)):]
+    elif change == "sizes" and central > 0:
+        first_central = data.find(b"PK\x01\x02")
+        value = draw(st.sampled_from([0, 1, 1024, 2**31, 2**32 - 1]))
+        struct.pack_into("<I", data, 22, value)
+        struct.pack_into("<I", data, first_central + 24, value)
+    elif change == "flags":
+        flags = draw(st.sampled_from([1, 8, 0x41, 0xFFFF]))
+        struct.pack_into("<H", data, 6, flags)
+    else:
+        method = draw(st.sampled_from([1, 6, 9, 12, 14, 98, 99, 0xFFFF]))
+        struct.pack_into("<H", data, 8, method)
+        first_central = data.find(b"PK\x01\x02")
+        if first_central > 0:
+            struct.pack_into("<H", data, first_central + 10, method)
+    return bytes(data)

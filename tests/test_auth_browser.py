@@ -31,7 +31,7 @@ def served(tmp_path_factory):
     save_snapshot(snap, d / "cluster.yaml")
     (d / "users.json").write_text(json.dumps(USERS))
     (d / "access.yaml").write_text(ACCESS)
-    server = Server("--snapshot", str(d / "cluster.yaml"), "--basic-auth", str(d / "users.json"),
+    server = Server("--snapshot", str(d / "cluster.yaml"), "--data-dir", str(d), "--basic-auth", str(d / "users.json"),
                     "--cookie-secret", "test-cookie-secret-0123456789abcdef", "--access-map", str(d / "access.yaml"))
     yield server, snap
     server.stop()

@@ -83,7 +83,7 @@ def seeded(tmp_path_factory):
     snap = generate_scenario(seed=SEED, nodes=NODES).snapshot
     path = tmp_path_factory.mktemp("seeded") / "seeded.yaml"
     save_snapshot(snap, path)
-    server = Server("--snapshot", str(path))
+    server = Server("--snapshot", str(path), "--data-dir", str(path.parent))
     yield server, snap, run_session(snap)
     server.stop()
 
@@ -93,7 +93,7 @@ def small(tmp_path_factory):
     """The hand-derived two-queue scenario of test_dashboard_models, served."""
     path = tmp_path_factory.mktemp("small") / "two-queues.yaml"
     path.write_text(SCENARIO)
-    server = Server("--snapshot", str(path))
+    server = Server("--snapshot", str(path), "--data-dir", str(path.parent))
     yield server, path
     server.stop()
 

@@ -333,7 +333,8 @@ def test_failing_source_keeps_the_last_good_tick_and_says_stale(snapshot):
     assert st.stale_since == stale_since                    # "stale since" the first failure
 
 
-def test_missing_snapshot_file_is_an_error_state_not_a_crash(tmp_path):
+def test_missing_snapshot_file_is_an_error_state_not_a_crash(tmp_path, monkeypatch):
+    monkeypatch.setenv("KAIDASH_DATA_DIRS", str(tmp_path))   # the server reads only inside its data directories
     loop = LiveLoop(SourceOptions(source="snapshot", snapshot=str(tmp_path / "missing.yaml")))
     assert loop.step() is None
     assert loop.state.source_status == "error" and "missing.yaml" in loop.state.error
@@ -398,8 +399,10 @@ def test_kube_mode_shadow_schedules_a_live_cluster_read_only(tmp_path, monkeypat
         assert server.methods() == {"GET"}
 
 
-def test_one_live_loop_per_process_even_when_sessions_open_together(tmp_path):
+def test_one_live_loop_per_process_even_when_sessions_open_together(tmp_path, monkeypatch):
     import threading
+
+    monkeypatch.setenv("KAIDASH_DATA_DIRS", str(tmp_path))
 
     from dashboard import loop as loop_module
 

@@ -25,7 +25,7 @@ def _service() -> dict:
 
 def _promtool(path: Path) -> subprocess.CompletedProcess:
     promtool = shutil.which("promtool")
-    assert promtool, "promtool not found: run scripts/setup.sh (Debian package prometheus)"
+    assert promtool, "promtool not found: run scripts/setup.sh --tests (Debian package prometheus)"
     return subprocess.run([promtool, "check", "config", str(path)], capture_output=True, text=True, timeout=60)
 
 

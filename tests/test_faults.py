@@ -108,12 +108,14 @@ def test_forbidden_resource_degrades_with_the_reason_and_recovers(kube, loop):
     loop.step()
     kube.fail("podgroups", 403)
     kube.drop_watches("podgroups")              # the re-watch meets the 403, as after an RBAC change
-    # first "podgroups stale" (the stream dropped, cached data kept), then the 403 on the retry
-    until(lambda: "podgroups forbidden" in loop.state.source_detail, step=loop.step, message="forbidden")
+    # first "podgroups stale" (the stream dropped), then the 403 on the retries: the pod groups listed before
+    # stay in use, stale, with the reason (as an informer's cache does; never listed would be "forbidden")
+    until(lambda: "podgroups stale: forbidden" in loop.state.source_detail, step=loop.step, message="forbidden")
     st = loop.state
     assert st.tick is not None and not st.error          # the tick still published: it keeps serving
-    assert st.source_detail.startswith("degraded: podgroups forbidden: forbidden: cannot list podgroups")
-    assert any(p.startswith("podgroups forbidden") for p in health.problems(st))
+    assert st.source_detail.startswith("degraded: podgroups stale: forbidden: cannot ")
+    assert "podgroups.scheduling.run.ai: HTTP 403" in st.source_detail
+    assert any(p.startswith("podgroups stale: forbidden") for p in health.problems(st))
     assert len(st.tick.snapshot.nodes) == 4              # the rest of the cluster is current
     assert health.readiness(st)["ready"]                 # degraded data is still worth showing
     kube.clear_faults("podgroups")
@@ -461,7 +463,8 @@ def test_served_app_keeps_serving_reports_and_recovers_from_a_forbidden_resource
         assert _get(base + "healthz")[0] == 200
         kube.fail("podgroups", 403)
         kube.drop_watches("podgroups")
-        body = until(lambda: (lambda r: r if r and any(p.startswith("podgroups forbidden") for p in r["problems"])
+        body = until(lambda: (lambda r: r if r and any(p.startswith("podgroups stale: forbidden")
+                                                        for p in r["problems"])
                               else None)(ready()), timeout=30, message="forbidden on /readyz")
         assert body["status"] == "degraded" and body["error"] == ""
         code, page = _get(base)

@@ -138,4 +138,106 @@ def test_documented_alert_rules_are_valid_promql(tmp_path):
     promtool = shutil.which("promtool") or "/usr/bin/promtool"
     out = subprocess.run([promtool, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "8 rules found" in out.stdout
+    assert "16 rules found" in out.stdout
+
+
+# ------------------------------------------------------------------------------ waits, ETA and cost series
+
+def _history():
+    import math
+
+    import pandas as pd
+    jobs = pd.DataFrame({"job": ["s1", "s2", "s3"], "queue": ["serving", "serving", "llm"],
+                         "arrival": [SNAP_TIME - 900, SNAP_TIME - 700, SNAP_TIME - 5000],
+                         "first_start": [SNAP_TIME - 800, SNAP_TIME - 400, SNAP_TIME - 4000],
+                         "last_start": [SNAP_TIME - 800, SNAP_TIME - 400, SNAP_TIME - 4000],
+                         "completion": math.nan, "status": "running"})
+    jobs.attrs["start_time"] = SNAP_TIME - 7200
+    evictions = pd.DataFrame({"time": [SNAP_TIME - 60], "task": ["x-0"], "job": ["x"], "queue": ["llm"],
+                              "action": ["reclaim"], "preemptor": ["vision-sweep"], "cause": [""]})
+    return {"jobs": jobs, "evictions": evictions}
+
+
+def _eta():
+    from scheduler.eta import EtaReport
+    from scheduler.eta.report import EtaEstimate
+    sweep = EtaEstimate("vision-sweep", "vision", 50, 4.0, "2x2 GPU", 600.0, 900.0, 1800.0, 3600.0, 5, 5, 28800.0)
+    return EtaReport(float(SNAP_TIME), {"vision-sweep": sweep}, {}, 5, 100, 2500.0, 28800.0, made_at=1767225590.0)
+
+
+def test_wait_eta_and_cost_series(result):
+    from scheduler.cost import CostLedger, cost_rates
+
+    snap = result.snapshot
+    frame = gpu_frame(snap)
+    costs = cost_rates(snap, gpu_frame=frame)
+    ledger = CostLedger(max_gap_s=3600)
+    ledger.add(costs, at=SNAP_TIME - 3600)
+    ledger.add(costs, at=SNAP_TIME)
+    m = KaidashMetrics()
+    m.update(result, frame, history=_history(), eta=_eta(), costs=costs, ledger=ledger, now=1767225601.0)
+    p = parse(m)
+    assert value(p, "kaidash_queue_pending_gpus", queue="vision") == 4         # vision-sweep 2x2; etl asks none
+    assert value(p, "kaidash_pending_jobs_by_priority_class", priority_class="train") == 2
+    assert value(p, "kaidash_queue_gangs", queue="llm", state="whole") == 1
+    assert value(p, "kaidash_queue_gangs", queue="vision", state="waiting") == 1
+    assert value(p, "kaidash_queue_started_jobs", queue="serving") == 2
+    assert value(p, "kaidash_queue_started_jobs", queue="vision") == 0
+    assert value(p, "kaidash_queue_wait_seconds", queue="serving", quantile="0.5") == 200     # waits 100 and 300
+    assert value(p, "kaidash_queue_last_start_age_seconds", queue="serving") == 400
+    assert value(p, "kaidash_queue_last_start_age_seconds", queue="vision") == 7200           # none since the start
+    assert value(p, "kaidash_queue_evicted_pods", queue="llm", action="reclaim") == 1
+    assert value(p, "kaidash_history_window_seconds") == 86400
+    assert value(p, "kaidash_queue_estimated_wait_seconds", queue="vision") == 1800
+    assert value(p, "kaidash_queue_estimated_wait_seconds", queue="serving") == 0
+    assert value(p, "kaidash_eta_duration_seconds") == 2.5
+    # h100-1's GPUs 0-3 are flagged idle (llm-pretrain-1): 4 H100s at the example 4.0 per GPU-hour
+    assert value(p, "kaidash_cost_per_hour", category="idle_allocated", queue="llm", currency="USD") == 16
+    # the ledger's hour ran on Dec 31 (the snapshot is at midnight): in the last 30 days, not in today's
+    assert value(p, "kaidash_cost_total", category="idle_allocated", period="30d", currency="USD") == 16
+    assert ("kaidash_cost_total", (("category", "idle_allocated"), ("currency", "USD"), ("period", "1d"))) not in p
+    assert value(p, "kaidash_cost_total", category="capacity", period="30d", currency="USD") == pytest.approx(
+        16 * 4.0 + 4 * 0.8)
+
+
+def test_series_without_their_inputs_are_not_reported(result):
+    m = KaidashMetrics()
+    m.update(result)
+    names = {name for name, _ in parse(m)}
+    assert "kaidash_queue_pending_gpus" in names and "kaidash_queue_gangs" in names
+    for absent in ("kaidash_queue_wait_seconds", "kaidash_queue_estimated_wait_seconds", "kaidash_cost_per_hour",
+                   "kaidash_cost_total"):
+        assert absent not in names
+
+
+def test_wait_alerts_fire_on_series_with_promtool(tmp_path):
+    """promtool's rule unit tests: the documented alerts fire for the queue that meets them, not the other."""
+    import shutil
+    import subprocess
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
+    (tmp_path / "rules.yml").write_text(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
+    (tmp_path / "test.yml").write_text("""
+rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - {series: 'kaidash_queue_estimated_wait_seconds{queue="llm"}', values: '18000x40'}
+      - {series: 'kaidash_queue_estimated_wait_seconds{queue="vision"}', values: '600x40'}
+      - {series: 'kaidash_queue_pending_jobs{queue="llm"}', values: '3x40'}
+      - {series: 'kaidash_queue_pending_jobs{queue="vision"}', values: '0x40'}
+      - {series: 'kaidash_queue_last_start_age_seconds{queue="llm"}', values: '7000+60x40'}
+      - {series: 'kaidash_queue_last_start_age_seconds{queue="vision"}', values: '9000+60x40'}
+    alert_rule_test:
+      - {eval_time: 10m, alertname: QueueExpectedToWaitOver4h, exp_alerts: []}
+      - eval_time: 20m
+        alertname: QueueExpectedToWaitOver4h
+        exp_alerts: [{exp_labels: {queue: llm}}]
+      - eval_time: 20m
+        alertname: QueueStarved
+        exp_alerts: [{exp_labels: {queue: llm}}]
+""")
+    promtool = shutil.which("promtool") or "/usr/bin/promtool"
+    out = subprocess.run([promtool, "test", "rules", "test.yml"], capture_output=True, text=True, timeout=60,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr

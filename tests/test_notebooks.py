@@ -45,6 +45,12 @@ print(PROBE_MARK + json.dumps({
     "gpus_now": int(sum(n.gpus for n in snapshot.nodes)),
     "h100_gpus_per_node": sorted({n.gpus for n in snapshot.nodes if n.pool == POOL}),
     "series_variants": sorted(series["variant"].unique()),
+    "savings": savings.reset_index().to_dict("records"),
+    "prices": {m: prices.price(m) for m in {n.gpu_model for n in snapshot.nodes if n.gpu_model}},
+    "pool_model": next(n.gpu_model for n in snapshot.nodes if n.pool == POOL),
+    "eta": eta_table[["job", "eta_p50_before_s", "eta_p50_after_s"]].to_dict("records"),
+    "waiting_now": sorted(j.key for j in snapshot.jobs
+                          if all(t.status == "pending" for t in j.tasks)),
 }, default=float))
 """,
     "fragmentation.ipynb": """
@@ -209,6 +215,20 @@ def test_capacity_planning_sweep():
     fs = {(r["variant"], r["queue"]): r["mean_fair_share_gpu"] for r in data["attainment"]}
     assert fs[("today, binpack, vision quota x2", "vision")] >= fs[("today, binpack", "vision")]
     assert data["series_variants"] == sorted(summary)
+    # Cost: capacity is the GPUs at their model's price, all day; a pool node adds its 8 GPUs' price.
+    savings = {row["variant"]: row for row in data["savings"]}
+    node_day = 8 * data["prices"][data["pool_model"]] * 24
+    for change in (-1, 2, 4):
+        for placement in ("binpack", "spread"):
+            row = savings[f"{change:+d} h100, {placement}"]
+            assert row["extra cost per day"] == pytest.approx(change * node_day)
+    for row in savings.values():
+        assert 0 <= row["stranded per day"] <= row["unallocated per day"] <= row["capacity per day"]
+        assert row["job-hours waited per day"] >= 0
+    # The ETA covers exactly the jobs waiting now; two more nodes start at least as many at the next cycle.
+    eta = data["eta"]
+    assert sorted(r["job"] for r in eta) == data["waiting_now"]
+    assert (sum(r["eta_p50_after_s"] == 0 for r in eta) >= sum(r["eta_p50_before_s"] == 0 for r in eta))
 
 
 @pytest.mark.slow

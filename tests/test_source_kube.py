@@ -261,3 +261,25 @@ def test_context_keyword_and_one_line_status(server, kubeconfig):
         assert "nodes ok" in line and "podgroups forbidden" in line
     finally:
         src.stop()
+
+
+def test_forbidden_watch_after_a_list_keeps_the_data_and_relists_with_backoff(server, kubeconfig):
+    """RBAC that grants list but not watch (or an API server whose authorizer is still warming up after a
+    restart): the listed objects stay in use, marked stale, and are refreshed by relists at the backoff's pace."""
+    server.fail("queues", 403, on="watch")
+    src = KubeSource.from_kubeconfig(kubeconfig, context="fake", **{**FAST, "backoff_max_s": 0.4})
+    try:
+        src.start()
+        wait_for(lambda: src.status().resources["queues"].state == "stale", message="stale after a 403 watch")
+        st = src.status().resources["queues"]
+        assert st.error.startswith("forbidden: cannot watch queues.scheduling.run.ai: HTTP 403")
+        assert len(src.snapshot().queues) == 4 and not any("synthesised" in w.message for w in src.warnings)
+        lists = server.count("queues", watch=False)
+        time.sleep(2.0)
+        # backoff 0.05 s doubling to 0.4 s: a handful of relists (2 requests each: 4 queues in pages of 3),
+        # not one every 0.05 s
+        assert 2 <= server.count("queues", watch=False) - lists <= 2 * 8
+        server.clear_faults("queues")
+        wait_for(lambda: src.status().resources["queues"].state == "ok", message="watch allowed again")
+    finally:
+        src.stop()

@@ -6,6 +6,9 @@ import html
 
 import panel as pn
 
+from scheduler.errors import KaidashError
+
+from ..feeds import make_feed
 from ..models import ViewModel
 from ..options import SourceOptions
 from .base import View
@@ -46,7 +49,13 @@ class SettingsView(View):
         if self.loop is None:
             return
         opts = SourceOptions(**{k: v for k, v in self.options.param.values().items() if k != "name"})
-        self.loop.switch(opts)
+        try:   # a snapshot file is read (within the data directories) before the loop switches: a refused or
+            feed = make_feed(opts) if opts.source == "snapshot" else None   # broken file leaves it serving
+        except KaidashError as exc:
+            self.message.object = (f'<div class="kd-banner" data-apply="refused">Not applied: '
+                                   f'{html.escape(str(exc))}</div>')
+            return
+        self.loop.switch(opts, feed=feed)
         tick = self.loop.step()
         self.message.object = ('<div class="kd-explain">Applied: ' + html.escape(opts.label()) + "</div>"
                                if tick is not None else

@@ -23,7 +23,9 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=9400, help="TCP port (dcgm-exporter's default: 9400)")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all interfaces)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default 127.0.0.1, loopback only; 0.0.0.0 for all interfaces, "
+                             "e.g. in a container scraped by Prometheus)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--snapshot", metavar="FILE", help="snapshot file (YAML/JSON) whose tasks' usage to export")
     source.add_argument("--seed", type=int, default=None, help="synthetic scenario seed (default when no snapshot: 0)")

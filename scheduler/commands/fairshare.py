@@ -8,7 +8,8 @@ Input (YAML or JSON)::
       - {name: A, parent: null, priority: 100, creation_time: 0,
          gpu: {quota: 2, limit: -1, over_quota_weight: 1, request: 8, usage: 0}}
 
-A parent's ``request`` defaults to the sum of its children's. Quantities are taken as given (no unit
+``total`` is required (at least one resource; a resource left out is 0). A parent's ``request`` defaults to
+the sum of its children's. Quantities are taken as given (no unit
 conversion). Output (``--format json``): ``{"fair_share": {queue: {gpu, cpu, memory}}, "remaining": {gpu, cpu,
 memory}}`` where ``remaining`` is what the top level did not hand out. ``--format table`` shows per queue
 deserved -> fair share -> requested; ``--explain`` prints the phase-by-phase division of every level.
@@ -22,11 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
-from ..errors import SnapshotError
+from .. import safe_io
+from ..errors import SnapshotError, problem_text
 from ..fairshare import DivisionTrace, QueueShare, divide_tree
 from ..model import DEFAULT_QUEUE_PRIORITY, RESOURCES, UNLIMITED, Queue
+from ..queue_tree import levels, tree_order, tree_problems
 
 NAME = "fairshare"
 HELP = "compute KAI fair share for a queue tree (YAML/JSON input), optionally explaining each phase"
@@ -43,9 +44,7 @@ class FairShareInputError(SnapshotError):
 
     def __init__(self, problems: list[tuple[str, str]]):
         super().__init__(problems)
-        lines = [f"{path}: {msg}" for path, msg in self.problems]
-        head = "invalid fair-share input" if len(lines) == 1 else f"invalid fair-share input ({len(lines)} problems)"
-        self.args = (head + ":\n  " + "\n  ".join(lines),)
+        self.args = (problem_text("invalid fair-share input", self.problems),)
 
     def __str__(self) -> str:
         return self.args[0]
@@ -70,7 +69,7 @@ def _number(value: Any, path: str, problems: list, *, allow_unlimited: bool = Fa
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         problems.append((path, f"expected a number, got {value!r}"))
         return None
-    v = float(value)
+    v = float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf   # no OverflowError
     if math.isnan(v) or math.isinf(v):
         problems.append((path, f"expected a finite number, got {value!r}"))
         return None
@@ -104,6 +103,9 @@ def parse_problem(doc: Any) -> FairShareProblem:
     if not isinstance(tdoc, dict):
         problems.append(("total", f"expected a mapping of gpu/cpu/memory, got {tdoc!r}"))
         tdoc = {}
+    elif not any(r in tdoc for r in RESOURCES):
+        problems.append(("total", "required: the capacity to divide, at least one of gpu, cpu, memory "
+                                  "(e.g. total: {gpu: 8})"))
     _unknown_keys(tdoc, set(RESOURCES), "total", problems)
     for r in RESOURCES:
         if r in tdoc:
@@ -171,63 +173,35 @@ def parse_problem(doc: Any) -> FairShareProblem:
     for q in queues:
         if q.parent is not None and q.parent not in names:
             problems.append((f"queues[{q.name}].parent", f"parent queue {q.parent!r} does not exist"))
-    cyclic = _cycles(parent_of)
-    for cycle in cyclic:
-        problems.append((f"queues[{cycle[0]}].parent", "cycle in the queue tree: " + " -> ".join(cycle)))
+    for name, message in tree_problems(parent_of):   # cycles, depth limit
+        problems.append((f"queues[{name}].parent", message))
     if problems:
         raise FairShareInputError(problems)
     _default_parent_requests(queues, shares, explicit_request)
     return FairShareProblem(total, k_value, queues, shares)
 
 
-def _cycles(parent_of: dict[str, Optional[str]]) -> list[list[str]]:
-    found: list[list[str]] = []
-    reported: set[str] = set()
-    for start in parent_of:
-        chain = [start]
-        cur = parent_of[start]
-        while cur is not None and cur in parent_of:
-            if cur in chain:
-                cycle = chain[chain.index(cur):] + [cur]
-                if not reported.intersection(cycle):
-                    found.append(cycle)
-                reported.update(cycle)
-                break
-            chain.append(cur)
-            cur = parent_of[cur]
-    return found
-
-
 def _default_parent_requests(queues: list[Queue], shares: dict[str, dict[str, QueueShare]],
                              explicit: dict[str, set[str]]) -> None:
-    """A parent's request, when not given, is the sum of its children's (bottom-up)."""
+    """A parent's request, when not given, is the sum of its children's (bottom-up: deepest queues first)."""
+    level, _ = levels({q.name: q.parent for q in queues})
     children: dict[str, list[str]] = {}
     for q in queues:
         if q.parent is not None:
             children.setdefault(q.parent, []).append(q.name)
-
-    def request(name: str, r: str) -> float:
-        if name in children and r not in explicit[name]:
-            shares[name][r].requested = sum(request(c, r) for c in children[name])
-            explicit[name].add(r)  # memoise
-        return shares[name][r].requested
-
-    for q in queues:
+    for name in sorted(level, key=level.get, reverse=True):
         for r in RESOURCES:
-            request(q.name, r)
+            if name in children and r not in explicit[name]:
+                shares[name][r].requested = sum(shares[c][r].requested for c in children[name])
 
 
 def load_problem(path: str | Path) -> FairShareProblem:
-    """Read a calculator input file (YAML or JSON; JSON is YAML) and parse it."""
-    p = Path(path)
+    """Read a calculator input file (YAML or JSON; JSON is YAML) within :mod:`scheduler.safe_io`'s limits,
+    and parse it."""
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise FairShareInputError([(str(p), f"cannot read: {exc.strerror or exc}")]) from exc
-    try:
-        doc = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise FairShareInputError([(str(p), f"not valid YAML/JSON: {exc}")]) from exc
+        doc = safe_io.load_document(path)
+    except SnapshotError as exc:
+        raise FairShareInputError(exc.problems) from None
     return parse_problem(doc)
 
 
@@ -246,18 +220,7 @@ def result_document(problem: FairShareProblem, remaining: dict[str, float]) -> d
 
 
 def _tree_order(queues: list[Queue]) -> list[tuple[int, Queue]]:
-    children: dict[Optional[str], list[Queue]] = {}
-    for q in queues:
-        children.setdefault(q.parent, []).append(q)
-    out: list[tuple[int, Queue]] = []
-
-    def walk(parent: Optional[str], depth: int) -> None:
-        for q in children.get(parent, []):
-            out.append((depth, q))
-            walk(q.name, depth + 1)
-
-    walk(None, 0)
-    return out
+    return tree_order(queues, lambda q: q.name, lambda q: q.parent)
 
 
 def _num(x: float) -> str:

@@ -13,6 +13,7 @@ import sys
 from ..actions import get_action
 from ..engine import run_cycles, run_session
 from ..model import ACTIONS
+from ..queue_tree import levels
 from ..snapshot_io import load_snapshot
 
 NAME = "schedule"
@@ -31,13 +32,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
+    if args.cycles < 1:
+        print("kaidash schedule: error: --cycles must be at least 1", file=sys.stderr)
+        return 2
     snap = load_snapshot(args.snapshot)
     actions = None
     if args.actions:
         actions = [a.strip() for a in args.actions.split(",") if a.strip()]
-    if args.cycles < 1:
-        print("kaidash schedule: error: --cycles must be at least 1", file=sys.stderr)
-        return 2
     for name in actions if actions is not None else snap.config.actions:
         if get_action(name) is None:
             print(f"kaidash schedule: note: action {name!r} is not implemented in this build; skipped",
@@ -81,20 +82,13 @@ def _table(headers: list[str], rows: list[list[str]], max_last: int = 0) -> str:
 def render_table(result, snapshot) -> str:
     """A readable report of a :class:`~scheduler.decisions.ScheduleResult`."""
     out = []
-    depth = {}
-    parents = {q.name: q.parent for q in snapshot.queues}
-
-    def level(q):
-        if q not in depth:
-            p = parents.get(q)
-            depth[q] = 0 if not p or p not in parents else level(p) + 1
-        return depth[q]
+    depth, _ = levels({q.name: q.parent for q in snapshot.queues})   # 1 = top level
 
     rows = []
     for q in snapshot.queues:
         st = result.queue_stats.get(q.name, {})
         g, c, m = st.get("gpu", {}), st.get("cpu", {}), st.get("memory", {})
-        rows.append(["  " * level(q.name) + q.name, _fmt(g.get("deserved")), _fmt(g.get("limit")),
+        rows.append(["  " * (depth.get(q.name, 1) - 1) + q.name, _fmt(g.get("deserved")), _fmt(g.get("limit")),
                      _fmt(g.get("fair_share")), _fmt(g.get("allocated")), _fmt(g.get("requested")),
                      _fmt(c.get("fair_share"), "cores"), _fmt(c.get("allocated"), "cores"),
                      _fmt(m.get("fair_share"), "GiB"), _fmt(m.get("allocated"), "GiB")])

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from ..errors import SnapshotError, SourceError
+from ..preflight import check_output_dir
 
 NAME = "simulate"
 HELP = "run a snapshot or synthetic scenario forward in time (arrivals, completions, cycles) and summarise"
@@ -61,6 +62,8 @@ def run(args) -> int:
 
     if not (args.hours > 0 and math.isfinite(args.hours)):
         raise SnapshotError("--hours", f"must be a positive number of hours, got {args.hours}")
+    if args.out:
+        check_output_dir(args.out, "--out")   # before the run, not after hours of it
     snapshot, arrivals = load_input(args)
     usage = None if args.usage == "off" else UsageConfig(window_s=args.window, window_type=args.usage,
                                                           half_life_s=args.half_life)
@@ -75,14 +78,17 @@ def run(args) -> int:
     written = []
     if args.out:
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in frames.items():
-            path = out / f"{name}.{args.out_format}"
-            if args.out_format == "csv":
-                frame.to_csv(path, index=False)
-            else:
-                frame.to_parquet(path, index=False)
-            written.append(str(path))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for name, frame in frames.items():
+                path = out / f"{name}.{args.out_format}"
+                if args.out_format == "csv":
+                    frame.to_csv(path, index=False)
+                else:
+                    frame.to_parquet(path, index=False)
+                written.append(str(path))
+        except OSError as exc:
+            raise SourceError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from None
 
     totals = {"simulated_hours": args.hours, "period_s": sim.period_s, "cycles_run": sim.cycles_run,
               "cycles_skipped": sim.cycles_skipped, "arrived": sim.arrived_total,

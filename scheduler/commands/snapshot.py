@@ -19,6 +19,7 @@ from typing import Iterable
 
 from ..errors import SnapshotError
 from ..model import Snapshot
+from ..preflight import check_output_file
 
 NAME = "snapshot"
 HELP = "import or export a KAI snapshot zip, capture a live cluster, validate or generate a snapshot file"
@@ -104,6 +105,8 @@ def _export(args) -> int:
 
 def run(args) -> int:
     action = args.snapshot_command
+    if action in ("import", "capture", "generate"):
+        check_output_file(args.output, "-o")   # before the work: a typo in the directory costs nothing
     if action == "import":
         from ..sources.kai_snapshot import import_kai_snapshot
 

@@ -7,6 +7,11 @@ collectors, no clash with anything else in the process).
 
 Gauges are rebuilt completely on each update and swapped in atomically, so a queue or node that disappears
 stops being reported and a scrape never sees half a tick. The cycle-latency histogram accumulates.
+
+Wait, depth, ETA and cost series (:mod:`scheduler.waits`, :mod:`scheduler.eta`, :mod:`scheduler.cost`) are
+computed here from what the loop passes in: ``history`` (the job log's frames), ``eta`` (the current
+:class:`~scheduler.eta.EtaReport`), ``costs`` (:class:`~scheduler.cost.CostRates`) and ``ledger``
+(:class:`~scheduler.cost.CostLedger`); a series whose input is not given is not reported.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..decisions import ScheduleResult
 from ..model import RESOURCES, Snapshot
+from ..waits import DAY_S, evictions_per_queue, gang_status, pending_depth, wait_quantiles
 
 QUEUE_STAT_GAUGES = {
     "deserved": "Deserved quota of the queue (KAI quota; GPUs in devices, CPU in millicores, memory in bytes).",
@@ -70,13 +76,18 @@ class KaidashMetrics:
 
     def update(self, result: ScheduleResult, gpu_frame: Optional[pd.DataFrame] = None, *,
                snapshot: Optional[Snapshot] = None, sources: Optional[Mapping[str, Mapping[str, bool]]] = None,
-               gpu_metrics_age_s: Optional[float] = None, now: Optional[float] = None) -> None:
+               gpu_metrics_age_s: Optional[float] = None, now: Optional[float] = None,
+               history: Optional[Mapping[str, pd.DataFrame]] = None, eta: Any = None, costs: Any = None,
+               ledger: Any = None, window_s: float = DAY_S) -> None:
         """Refresh every metric from one tick.
 
         ``result``: the tick's :class:`ScheduleResult` (queue stats, fair share, job decisions, timings);
         ``gpu_frame``: the DCGM per-GPU frame (flags); ``snapshot``: the state to measure pending waits in
         (default ``result.snapshot``); ``sources``: ``{source: {resource: up}}``;
         ``gpu_metrics_age_s``: age of the GPU frame (0 fresh, larger when stale); ``now``: tick wall time.
+        ``history``: ``{"jobs", "evictions"}`` frames (``JobLog.frames()``) for waits of started jobs, last
+        starts and evictions over ``window_s``; ``eta``: an ``EtaReport`` for estimated waits; ``costs``:
+        ``CostRates``; ``ledger``: ``CostLedger`` for today's and 30-day totals.
         """
         now = time.time() if now is None else now
         snap = snapshot if snapshot is not None else result.snapshot
@@ -131,6 +142,9 @@ class KaidashMetrics:
         families.append(last_latency)
 
         families.extend(self._gpu_families(gpu_frame, queues))
+        if snap is not None:
+            families.extend(wait_families(snap, history, eta, window_s))
+        families.extend(cost_families(costs, ledger, snap.time if snap is not None else None))
         if gpu_metrics_age_s is not None:
             families.append(GaugeMetricFamily("kaidash_gpu_metrics_age_seconds",
                                               "Age of the DCGM data behind the GPU metrics (0 = fresh).",
@@ -177,3 +191,98 @@ class KaidashMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """``(body, content_type)`` for a ``/metrics`` route."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+# ------------------------------------------------------------------------------ waits, ETA and cost series
+
+def wait_families(snap: Snapshot, history: Optional[Mapping[str, pd.DataFrame]], eta: Any,
+                  window_s: float) -> list:
+    """Depth by priority class, pending GPUs, gangs; with ``history`` waits, starts and evictions over the
+    window; with ``eta`` the estimated wait per queue."""
+    now = float(snap.time)
+    out = []
+    depth = pending_depth(snap)
+    gpus = GaugeMetricFamily("kaidash_queue_pending_gpus", "GPUs requested by the queue's waiting jobs.",
+                             labels=["queue"])
+    for q, v in zip(depth["queue"], depth["pending_gpus"]):
+        gpus.add_metric([q], float(v))
+    by_class = GaugeMetricFamily("kaidash_pending_jobs_by_priority_class",
+                                 "Waiting jobs per KAI priority class (train, build, inference, ...).",
+                                 labels=["priority_class"])
+    classes = pending_depth(snap, by="priority_class")
+    for c, v in zip(classes["priority_class"], classes["pending_jobs"]):
+        by_class.add_metric([str(c)], float(v))
+    gangs = GaugeMetricFamily("kaidash_queue_gangs", "Gangs (min available > 1) by state: whole (started as one), "
+                              "partial (fewer pods than the minimum hold resources), waiting.",
+                              labels=["queue", "state"])
+    for row in gang_status(snap).itertuples(index=False):
+        for state in ("whole", "partial", "waiting"):
+            gangs.add_metric([row.queue, state], float(getattr(row, state)))
+    out += [gpus, by_class, gangs]
+    if history is not None and history.get("jobs") is not None:
+        jobs = history["jobs"]
+        window = GaugeMetricFamily("kaidash_history_window_seconds",
+                                   "Window of the wait, start and eviction series (they cover at most what "
+                                   "kaidash has observed since it started).", value=float(window_s))
+        waits = GaugeMetricFamily("kaidash_queue_wait_seconds",
+                                  "Wait (first start - arrival) of the queue's jobs that started in the window.",
+                                  labels=["queue", "quantile"])
+        started = GaugeMetricFamily("kaidash_queue_started_jobs", "Jobs of the queue that started in the window.",
+                                    labels=["queue"])
+        table = wait_quantiles(jobs, now, window_s).set_index("queue")
+        for q in depth["queue"]:
+            started.add_metric([q], float(table.at[q, "started"]) if q in table.index else 0.0)
+            if q in table.index:
+                for quantile, col in (("0.5", "p50_s"), ("0.9", "p90_s"), ("0.99", "p99_s")):
+                    waits.add_metric([q, quantile], float(table.at[q, col]))
+        last = GaugeMetricFamily("kaidash_queue_last_start_age_seconds",
+                                 "Seconds since a job of the queue last started (since kaidash started, when none "
+                                 "has).", labels=["queue"])
+        since = float(jobs.attrs.get("start_time") or now)
+        starts = jobs.dropna(subset=["last_start"]).groupby("queue", observed=True)["last_start"].max()
+        for q in depth["queue"]:
+            last.add_metric([q], max(0.0, now - float(starts.get(q, since))))
+        evicted = GaugeMetricFamily("kaidash_queue_evicted_pods", "Pods of the queue evicted in the window, by "
+                                    "action (reclaim, preempt, consolidation, stalegangeviction; empty: observed, "
+                                    "cause unknown).", labels=["queue", "action"])
+        for row in evictions_per_queue(history.get("evictions"), now, window_s).itertuples(index=False):
+            evicted.add_metric([row.queue, row.action], float(row.pods))
+        out += [window, waits, started, last, evicted]
+    if eta is not None:
+        est = GaugeMetricFamily("kaidash_queue_estimated_wait_seconds",
+                                "Median expected wait of the queue's waiting jobs (ETA by forward simulation; "
+                                "+Inf beyond the horizon; 0 when none waits).", labels=["queue"])
+        for q in depth["queue"]:
+            est.add_metric([q], float(eta.queue_wait_s(q)))
+        out.append(est)
+        made = getattr(eta, "made_at", None)
+        if made is not None:
+            out.append(GaugeMetricFamily("kaidash_eta_timestamp_seconds",
+                                         "Unix time the current ETA estimate was made.", value=float(made)))
+        out.append(GaugeMetricFamily("kaidash_eta_duration_seconds", "Wall time the current ETA estimate took.",
+                                     value=float(eta.wall_ms) / 1000.0))
+    return out
+
+
+def cost_families(costs: Any, ledger: Any, now: Optional[float]) -> list:
+    """Cost per hour per category and queue; with a ledger, today's and the last 30 days' totals."""
+    out = []
+    if costs is not None:
+        rate = GaugeMetricFamily("kaidash_cost_per_hour", "Cost per hour of GPUs by category (capacity, allocated, "
+                                 "idle_allocated, stranded, free, unavailable, unused_quota) at the configured prices; "
+                                 "queue is empty for cluster-wide categories.",
+                                 labels=["category", "queue", "currency"])
+        sums = costs.frame.groupby(["category", "queue"])["cost_per_h"].sum()
+        for (category, queue), v in sums.items():
+            rate.add_metric([category, queue, costs.currency], float(v))
+        out.append(rate)
+    if ledger is not None and now is not None:
+        total = GaugeMetricFamily("kaidash_cost_total", "Cost by category over a period of UTC days: 1d = today, "
+                                  "30d = the last 30 days, today included (what kaidash observed).",
+                                  labels=["category", "period", "currency"])
+        for days, period in ((1, "1d"), (30, "30d")):
+            t = ledger.totals(days, now)
+            for category, v in zip(t["category"], t["cost"]):
+                total.add_metric([category, period, ledger.currency], float(v))
+        out.append(total)
+    return out

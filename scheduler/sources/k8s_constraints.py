@@ -180,10 +180,10 @@ def _containers(spec: dict) -> list[tuple[str, dict]]:
     return out
 
 
-def host_ports(spec: dict) -> list[HostPort]:
+def host_ports(spec: dict, containers: Optional[list[tuple[str, dict]]] = None) -> list[HostPort]:
     """Host ports of the pod's containers (init containers included, as kube-scheduler's NodePorts reads)."""
     out = []
-    for fld, c in _containers(spec):
+    for fld, c in containers if containers is not None else _containers(spec):
         if fld.startswith("spec.ephemeralContainers"):
             continue
         for j, p in enumerate(_list(c.get("ports"), f"{fld}.ports")):
@@ -203,10 +203,13 @@ def _optional(ref: dict) -> bool:
     return ref.get("optional") is True
 
 
-def required_config_maps(spec: dict, annotations: dict[str, str]) -> list[str]:
+def required_config_maps(spec: dict, annotations: dict[str, str],
+                         containers: Optional[list[tuple[str, dict]]] = None) -> list[str]:
     """Names of the ConfigMaps the pod cannot start without (KAI ``getAllRequiredConfigMapNames``), sorted."""
+    if containers is None:
+        containers = _containers(spec)
     mounted = set()
-    for fld, c in _containers(spec):
+    for fld, c in containers:
         for m in _list(c.get("volumeMounts"), f"{fld}.volumeMounts"):
             if isinstance(m, dict) and isinstance(m.get("name"), str):
                 mounted.add(m["name"])
@@ -224,7 +227,7 @@ def required_config_maps(spec: dict, annotations: dict[str, str]) -> list[str]:
                 cm = src.get("configMap") if isinstance(src, dict) else None
                 if isinstance(cm, dict) and not _optional(cm) and isinstance(cm.get("name"), str):
                     names.add(cm["name"])
-    for fld, c in _containers(spec):
+    for fld, c in containers:
         for e in _list(c.get("env"), f"{fld}.env"):
             ref = ((e or {}).get("valueFrom") or {}).get("configMapKeyRef") if isinstance(e, dict) else None
             if isinstance(ref, dict) and not _optional(ref) and isinstance(ref.get("name"), str):
@@ -246,6 +249,7 @@ IGNORED_POD_LABELS = ("kai.scheduler/", "runai-gpu-group", "runai/queue", "pod-t
 
 def pod_constraints(spec: dict, labels: dict[str, str], annotations: dict[str, str]) -> Optional[PodConstraints]:
     """What KAI's predicates read from one pod (None when the pod has none of it)."""
+    containers = _containers(spec)
     affinity = _map(spec.get("affinity"), "spec.affinity")
     pa, pa_pref = _affinity_terms(_map(affinity.get("podAffinity"), "spec.affinity.podAffinity"),
                                   "spec.affinity.podAffinity")
@@ -257,8 +261,8 @@ def pod_constraints(spec: dict, labels: dict[str, str], annotations: dict[str, s
         node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         node_affinity=_node_affinity(affinity),
         pod_affinity=pa, pod_anti_affinity=anti, preferred_pod_affinity=pa_pref, preferred_pod_anti_affinity=anti_pref,
-        host_ports=host_ports(spec),
-        config_maps=required_config_maps(spec, annotations))
+        host_ports=host_ports(spec, containers),
+        config_maps=required_config_maps(spec, annotations, containers))
     if not (c.labels or c.tolerations or c.node_selector or c.node_affinity or c.pod_affinity or c.pod_anti_affinity
             or c.preferred_pod_affinity or c.preferred_pod_anti_affinity or c.host_ports or c.config_maps):
         return None

@@ -28,12 +28,10 @@ warning, as in every source.
 
 from __future__ import annotations
 
-import json
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any, Optional
 
+from .. import safe_io
 from ..errors import SnapshotError
 from ..model import ACTIONS, PLACEMENT_STRATEGIES, SchedulerConfig, Snapshot
 from .k8s_convert import DEFAULT_QUEUE_LABEL_KEY, DEFAULT_SCHEDULER_NAME, Conversion, RawObjects, convert
@@ -49,33 +47,16 @@ NS_PER_S = 1e9
 
 
 def read_kai_zip(path: str | Path) -> dict:
-    """The parsed ``snapshot.json`` of a KAI snapshot zip; raises :class:`SnapshotError` on any structural problem."""
-    path = Path(path)
-    where = str(path)
-    try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-            member = MEMBER if MEMBER in names else next((n for n in names if n.endswith(".json")), None)
-            if member is None:
-                raise SnapshotError(where, f"no {MEMBER} in the zip (members: {', '.join(names) or 'none'}); "
-                                           "is this a KAI /get-snapshot archive?")
-            where = f"{path}:{member}"
-            data = zf.read(member)
-    except FileNotFoundError as exc:
-        raise SnapshotError(where, f"cannot read file: {exc.strerror}") from exc
-    except OSError as exc:
-        raise SnapshotError(where, f"cannot read file: {exc.strerror or exc}") from exc
-    except zipfile.BadZipFile as exc:
-        raise SnapshotError(where, f"not a valid zip archive (truncated or corrupt download?): {exc}") from exc
-    except (zlib.error, EOFError) as exc:
-        raise SnapshotError(where, f"zip member is truncated or corrupt: {exc}") from exc
-    try:
-        doc = json.loads(data)
-    except UnicodeDecodeError as exc:
-        raise SnapshotError(where, f"not UTF-8 text: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise SnapshotError(where, f"not valid JSON at line {exc.lineno}, column {exc.colno} "
-                                   f"(truncated?): {exc.msg}") from exc
+    """The parsed ``snapshot.json`` of a KAI snapshot zip, read within :mod:`scheduler.safe_io`'s limits; raises
+    :class:`SnapshotError` on any structural problem."""
+    archive = safe_io.open_zip(path)
+    names = archive.names
+    member = MEMBER if MEMBER in names else next((n for n in names if n.endswith(".json")), None)
+    if member is None:
+        raise SnapshotError(str(path), f"no {MEMBER} in the zip (members: {', '.join(names) or 'none'}); "
+                                       "is this a KAI /get-snapshot archive?")
+    where = f"{path}:{member}"
+    doc = safe_io.parse_json(archive.read(member), where)
     if not isinstance(doc, dict):
         raise SnapshotError(where, f"expected a JSON object with config, schedulerParams, rawObjects; "
                                    f"got {type(doc).__name__}")

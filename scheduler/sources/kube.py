@@ -4,7 +4,9 @@ One thread per resource type (nodes, pods, priority classes, KAI queues, pod gro
 collection, then watches from the list's resourceVersion, applying ADDED/MODIFIED/DELETED events to a cache.
 A watch that ends is resumed from the last version seen; a 410 Gone (history compacted) triggers a relist;
 other failures back off exponentially (with jitter) and retry. A 403 on one resource type is reported by name
-("forbidden: cannot list podgroups.scheduling.run.ai: ...") and the others keep working.
+("forbidden: cannot list podgroups.scheduling.run.ai: ...") and the others keep working; a 403 after that type
+was listed (a role without watch, an API server still loading RBAC after a restart) keeps its cached objects in
+use, marked stale.
 
 :meth:`KubeSource.snapshot` converts the cache into a validated :class:`~scheduler.model.Snapshot` at any time
 (thread-safe; re-converted only when something changed, and then incrementally: an
@@ -31,6 +33,8 @@ from typing import Any, Callable, Iterable, Optional
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import (ConnectTimeoutError, MaxRetryError, NameResolutionError, NewConnectionError,
+                               ReadTimeoutError, SSLError)
 from kubernetes.watch.watch import iter_resp_lines
 
 from ..errors import SourceError
@@ -95,6 +99,7 @@ class ResourceStatus:
     error: Optional[str] = None
     relists: int = 0
     reconnects: int = 0
+    bookmarks: int = 0  # BOOKMARK events: the server moved resource_version on without a change
 
     @property
     def usable(self) -> bool:
@@ -124,7 +129,8 @@ class SourceStatus:
     def to_dict(self) -> dict:
         return {name: {"state": r.state, "items": r.items, "resource_version": r.resource_version,
                        "last_event_time": r.last_event_time, "last_list_time": r.last_list_time,
-                       "error": r.error, "relists": r.relists, "reconnects": r.reconnects}
+                       "error": r.error, "relists": r.relists, "reconnects": r.reconnects,
+                       "bookmarks": r.bookmarks}
                 for name, r in self.resources.items()}
 
 
@@ -146,8 +152,37 @@ def _error_text(exc: BaseException) -> str:
         except (TypeError, ValueError):
             pass
         return f"HTTP {exc.status} {exc.reason}: {message or (exc.body or '').strip()[:300]}".strip()
+    if isinstance(exc, MaxRetryError):   # the API server cannot be reached: say so in plain words
+        pool = getattr(exc, "pool", None)
+        where = f" at {pool.host}:{pool.port}" if pool is not None else ""
+        return f"cannot reach the API server{where}: {_connection_reason(exc.reason)}"
     text = str(exc).strip() or type(exc).__name__
     return text[:300]
+
+
+def _connection_reason(reason: BaseException | None) -> str:
+    """``connection refused``, ``name not resolved (...)``, ``timed out``, ``TLS error: ...`` from urllib3."""
+    cause = getattr(reason, "__cause__", None) or getattr(reason, "__context__", None)
+    if isinstance(reason, NameResolutionError):
+        return f"name not resolved ({getattr(cause, 'strerror', None) or cause or reason})"
+    if isinstance(reason, NewConnectionError) and isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()   # a subclass of ConnectTimeoutError, but usually "connection refused"
+    if isinstance(reason, (ConnectTimeoutError, ReadTimeoutError)):
+        return "timed out"
+    if isinstance(reason, SSLError):
+        return f"TLS error: {cause or reason}"
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror.lower()
+    return str(reason or "unknown error")[:200]
+
+
+def _failures_text(failed: list) -> str:
+    """One line for the resources that could not be listed; one cause said once when they share it."""
+    errors = [w.status.error or f"cannot list {w.rtype.display}" for w in failed]
+    causes = {e.split(": ", 1)[1] if e.startswith("cannot list ") and ": " in e else e for e in errors}
+    if len(causes) == 1 and len(failed) > 1:
+        return f"cannot list {', '.join(w.rtype.display for w in failed)}: {causes.pop()}"
+    return "; ".join(errors)
 
 
 class _Watcher:
@@ -162,12 +197,14 @@ class _Watcher:
         self.status = ResourceStatus(rtype.name)
         self.thread: Optional[threading.Thread] = None
         self._response = None
+        self._doing = "list"  # the request in flight, for error messages: "list" or "watch"
 
     # ------------------------------------------------------------------------------------------ list
 
     def list_once(self) -> None:
         """List the whole collection (paged) and replace the cache."""
         src = self.source
+        self._doing = "list"
         items: dict[str, dict] = {}
         cont: Optional[str] = None
         rv = None
@@ -207,6 +244,7 @@ class _Watcher:
     def watch_once(self) -> None:
         """Watch from the cached resourceVersion until the server ends the stream (raises on trouble)."""
         src = self.source
+        self._doing = "watch"
         timeout = int(src.watch_timeout_s)
         resp = self.list_fn(watch=True, resource_version=self.status.resource_version, allow_watch_bookmarks=True,
                             timeout_seconds=timeout, _preload_content=False,
@@ -256,6 +294,8 @@ class _Watcher:
                     src._generation += 1
                 self.status.items = len(self.items)
                 self.status.last_event_time = src.clock()
+            elif etype == "BOOKMARK":
+                self.status.bookmarks += 1
             if rv:
                 self.status.resource_version = rv
 
@@ -270,7 +310,8 @@ class _Watcher:
                 if need_list:
                     self.list_once()
                     need_list = False
-                    backoff = src.backoff_initial_s
+                # The backoff resets only once a watch has run: a list that succeeds before a watch that is
+                # refused (RBAC grants list but not watch) must not turn into a relist every half second.
                 self.watch_once()
                 backoff = src.backoff_initial_s
             except _Expired:
@@ -299,16 +340,20 @@ class _Watcher:
             if status_code == 410:
                 st.relists += 1
                 return True
+            listed = st.last_list_time is not None and st.state in ("ok", "stale")
             if status_code == 403:
-                st.state, st.error = "forbidden", f"forbidden: cannot list {self.rtype.display}: {text}"
+                # Once listed, the cache stays in use (stale): an API server that has just restarted answers
+                # 403 until its RBAC cache is loaded, and a role may allow list but not watch (then the
+                # relists, at the backoff's pace, keep the data fresh).
+                st.state = "stale" if listed else "forbidden"
+                st.error = f"forbidden: cannot {self._doing} {self.rtype.display}: {text}"
                 return True
             if status_code == 404:
                 st.state = "absent"
                 st.error = f"not found: the API server does not serve {self.rtype.display} (CRD not installed?)"
                 return True
-            listed = st.last_list_time is not None and st.state in ("ok", "stale")
             st.state = "stale" if listed else "error"
-            st.error = f"cannot {'watch' if listed else 'list'} {self.rtype.display}: {text}"
+            st.error = f"cannot {self._doing} {self.rtype.display}: {text}"
             return not listed
 
     def interrupt(self) -> None:
@@ -461,7 +506,7 @@ class KubeSource:
                     w.status.state = "error"
         failed = [w for w in self._watchers.values() if w.rtype.required and not w.status.usable]
         if failed:
-            raise SourceError("; ".join(w.status.error or f"cannot list {w.rtype.display}" for w in failed))
+            raise SourceError(_failures_text(failed))
         return self.conversion()
 
     # ------------------------------------------------------------------------------------------ reading
