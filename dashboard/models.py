@@ -552,7 +552,7 @@ class WhatIfModel(ViewModel):
     def job_changes(self) -> pd.DataFrame:
         if self.diff is None:
             return pd.DataFrame(columns=["job", "queue", "before", "after"])
-        return pd.DataFrame(self.diff.job_changes(), columns=["job", "queue", "before", "after"])
+        return pd.DataFrame(self.diff.job_changes(), columns=["job", "queue", "before", "after", "explanation"])
 
     def modified_snapshot_text(self, fmt: str = "yaml") -> str:
         """The modified snapshot (overrides applied, before any cycle) in snapshot format v1."""

@@ -88,7 +88,8 @@ class PendingView(View):
                 f' · {r["pending_tasks"]} task(s), {fmt(r["gpus_requested"])} GPU<br>'
                 f'{html.escape(r["message"] or "")}<br>'
                 f'<b>Counterfactual:</b> {html.escape(r["counterfactual"] or "–")}<br>'
-                f'queue allocated {fmt(r["queue_allocated"])} · fair share {fmt(r["queue_fair_share"])} · '
+                + (f'<b>Evictions:</b> {html.escape(r["eviction"])}<br>' if r.get("eviction") else "")
+                + f'queue allocated {fmt(r["queue_allocated"])} · fair share {fmt(r["queue_fair_share"])} · '
                 f'limit {"unlimited" if r["queue_limit"] == -1 else fmt(r["queue_limit"])}</div>'
                 + _details_html(extra or details))
 

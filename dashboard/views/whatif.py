@@ -87,7 +87,7 @@ class WhatIfView(View):
                                     "evicted_after": "evicted after", "pending_before": "pending before",
                                     "pending_after": "pending after"})
         self.bars = pn.pane.Bokeh(None, sizing_mode="stretch_width", min_height=260)
-        self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after"]), height=220)
+        self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after", "explanation"]), height=220)
         result = pn.Column(self.changes,
                            pn.Row(pn.Card(self.summary, title="Cluster: before → after", width=480,
                                           collapsible=False),

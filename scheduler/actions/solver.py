@@ -89,7 +89,7 @@ class SearchRecord:
     probes: list[dict] = field(default_factory=list)
     tried: int = 0                       # scenarios simulated or ruled out
     pruned: int = 0                      # of which ruled out by arithmetic (.packing)
-    sizes: list[int] = field(default_factory=list)   # victim tasks of every scenario tried, in order
+    sizes: list[tuple] = field(default_factory=list)   # (victim tasks, solved) of every scenario tried, in order
     budget_stops: list[str] = field(default_factory=list)
     stopped_action: bool = False
 
@@ -240,14 +240,15 @@ class Solver:
             self.simulations += 1
             tried += 1
             rec.tried += 1
-            rec.sizes.append(len(victims))
             if self._check and not self._may_succeed(own, sc):
                 self.pruned += 1
                 rec.pruned += 1
+                rec.sizes.append((len(victims), False))
                 self._failed.add(fp)
                 self._trace(sc, k, False)
                 continue
             sol = self._simulate(sc, feasible, request)
+            rec.sizes.append((len(victims), sol is not None))
             self._trace(sc, k, sol is not None)
             if sol is None:
                 self._failed.add(fp)
@@ -297,7 +298,7 @@ class Solver:
         self.simulations += 1
         rec = self.last
         rec.tried += 1
-        rec.sizes.append(len(sc.victim_tasks()))
+        rec.sizes.append((len(sc.victim_tasks()), True))
         self._trace(sc, n, True)
         self._note_probe(gen_cls.name, n, True, 1)
         sol.scenario = sc
@@ -416,13 +417,13 @@ class Solver:
         s = self.s
         names = s.task_names
         size = len(sol.scenario.victim_tasks())
-        earlier = rec.sizes[:-1]
+        earlier = [n for n, solved in rec.sizes[:-1] if not solved]   # sets that failed before this one
         victims = sol.evicted + sol.moved
         return EvictionScenario(
             action=self.action, preemptor=s.jobs[self._j].key, generator=sol.scenario.generator,
             victims=[names[i] for i in victims],
             victim_jobs=list(dict.fromkeys(s.jobs[s.task_job[i]].key for i in victims)),
-            tried_before=len(earlier), smaller_tried=sum(1 for x in earlier if x < size),
+            tried_before=len(earlier), smaller_tried=sum(1 for n in earlier if n < size),
             probes=[dict(p) for p in rec.probes], budget_stops=list(rec.budget_stops))
 
 
