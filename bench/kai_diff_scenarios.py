@@ -83,6 +83,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     src.add_argument("--zip", help="a KAI /get-snapshot zip")
     ap.add_argument("--snapshot-tool", required=True, help="path of KAI's snapshot-tool binary")
     ap.add_argument("--actions", default="default", help="for --seed: 'default' (KAI's list) or a list")
+    ap.add_argument("--only", default=None, metavar="ACTION",
+                    help="compare only this action's scenarios (e.g. preempt: where an earlier action already parts)")
+    ap.add_argument("--no-empty", action="store_true",
+                    help="leave out scenarios without victims (KAI tries one even for a job without candidates)")
+    ap.add_argument("--kai-log", default=None, metavar="FILE",
+                    help="with --zip: KAI's log of that zip (verbosity ≥ 5) instead of running the tool")
     args = ap.parse_args(argv)
     from .kai_diff import DEFAULT_ACTIONS, write_zip
     from .kai_diff_gen import generate_document
@@ -94,11 +100,20 @@ def main(argv: Optional[list[str]] = None) -> int:
             actions = DEFAULT_ACTIONS if args.actions == "default" else args.actions
             zpath = str(Path(tmp) / f"seed-{args.seed}.zip")
             write_zip(generate_document(args.seed, time.time(), actions), Path(zpath))
-        run = run_snapshot_tool(args.snapshot_tool, zpath)
-        if run.decisions is None:
-            print(f"KAI failed: {run.error}", file=sys.stderr)
-            return 1
-        compare(kai_scenarios(run.log), kaidash_scenarios(zpath))
+        if args.kai_log and args.zip:
+            log = Path(args.kai_log).read_text(errors="replace")
+        else:
+            run = run_snapshot_tool(args.snapshot_tool, zpath)
+            if run.decisions is None:
+                print(f"KAI failed: {run.error}", file=sys.stderr)
+                return 1
+            log = run.log
+        kai, kd = kai_scenarios(log), kaidash_scenarios(zpath)
+        if args.only:
+            kai, kd = [sc for sc in kai if sc[0] == args.only], [sc for sc in kd if sc[0] == args.only]
+        if args.no_empty:
+            kai, kd = [sc for sc in kai if sc[2] or sc[3]], [sc for sc in kd if sc[2] or sc[3]]
+        compare(kai, kd)
     return 0
 
 

@@ -47,7 +47,9 @@ class Scenario:
         return list(self.recorded) + list(self.potential)
 
     def victim_tasks(self) -> list[int]:
-        return [i for b in self.recorded for i in b.tasks] + [i for b in self.potential for i in b.tasks]
+        """Recorded then new victims, each once (NodeLocalGreedy may list a recorded task as new again)."""
+        out = [i for b in self.recorded for i in b.tasks] + [i for b in self.potential for i in b.tasks]
+        return list(dict.fromkeys(out)) if self.recorded else out
 
     def fingerprint(self) -> tuple:
         """KAI ``fingerprintScenario`` (the preemptor is the same for a whole search)."""
@@ -169,7 +171,12 @@ class NodeLocalGreedy:
         latest = acc.potential[-1].job
         names = s.nodes.names
         nodes = sorted({_task_node(s, i) for i in s.jobs[latest].tasks} - {-1}, key=lambda n: names[n])
+        # A job's victims in the scenario include its recorded ones: KAI's VictimsTasksFromNodes returns every
+        # task group of a job with a potential victim on the node, and the recorded jobs' groups are among them
+        # (BaseScenario.victimsJobsTaskGroups), so a recorded task is then also a potential victim.
         by_job: dict[int, list[Batch]] = {}
+        for b in acc.ctx.recorded:
+            by_job.setdefault(b.job, []).append(b)
         on_node: dict[int, list[int]] = {}
         for b in acc.potential:
             by_job.setdefault(b.job, []).append(b)
