@@ -238,25 +238,15 @@ class MultiNodeGang:
 
     def next(self) -> Optional[Scenario]:
         acc = self.acc
-        advance = self._started
-        self._started = True
         while True:
             if self._subs is not None:
                 picked = self._subs.next()
                 if picked is not None:
                     return acc.scenario(self.name, picked)
                 self._subs = None
-            if advance:
-                batch = acc.ctx.victims.pop(acc.recorded_tasks)
-                if batch is None:
-                    return None
-                acc.popped += 1
-                if batch is SKIPPED:
-                    continue
-                acc._add(batch)
-            advance = True
-            if not acc.valid():
-                continue
+            if not acc.next_valid(advance_first=self._started):
+                return None
+            self._started = True
             if not acc.potential:
                 return acc.scenario(self.name, [])
             self._subs = _SubScenarios(acc)

@@ -154,17 +154,8 @@ class _SimOrder(JobsOrderByQueues):
         self._pending = pending
         self._skip = set(jobs)
         super().__init__(session, [])
-        # a job of the scenario has its own key (its state may differ from the one the index holds)
-        keys = {j: job_order_key(session, j) for j in jobs}
+        leaves, keys = _scenario_leaves(session, jobs, pending, self._skip)
         rest_keys = pending.keys if pending is not None else {}
-        leaves: dict[int, _Leaf] = {}
-        for j in jobs:
-            q = session.jobs[j].queue
-            leaf = leaves.get(q)
-            if leaf is None:
-                rest = pending.by_leaf.get(q, []) if pending is not None else []
-                leaf = leaves[q] = _Leaf(keys, rest, rest_keys, self._skip)
-            leaf.push(j)
         if pending is not None:
             roots = {session.queues.chains[q][-1] for q in leaves}
             for q, lst in pending.by_leaf.items():
@@ -186,6 +177,22 @@ class _SimOrder(JobsOrderByQueues):
                 return self._pending.resources_of(j)
             res = self._known[j] = sim_job_resources(self.session, j)
         return res
+
+
+def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], skip: set) -> tuple[dict, dict]:
+    """Per leaf queue of ``jobs``, a :class:`_Leaf` holding them and that queue's other pending jobs, and the
+    jobs' keys: a job of the scenario has its own key (its state may differ from the one the index holds)."""
+    keys = {j: job_order_key(session, j) for j in jobs}
+    rest_keys = pending.keys if pending is not None else {}
+    leaves: dict[int, _Leaf] = {}
+    for j in jobs:
+        q = session.jobs[j].queue
+        leaf = leaves.get(q)
+        if leaf is None:
+            rest = pending.by_leaf.get(q, []) if pending is not None else []
+            leaf = leaves[q] = _Leaf(keys, rest, rest_keys, skip)
+        leaf.push(j)
+    return leaves, keys
 
 
 def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None,
@@ -222,17 +229,8 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
     """:func:`sim_job_order` when every job of the scenario sits in a top-level leaf queue: a pop changes only
     its own queue's key, so the next job is the head of the queue that goes first now (what KAI's heap gives);
     pending jobs of other queues never take part."""
-    keys = {j: job_order_key(session, j) for j in targets}
     skip = set(targets)
-    rest_keys = pending.keys if pending is not None else {}
-    leaves: dict[int, _Leaf] = {}
-    for j in targets:
-        q = session.jobs[j].queue
-        leaf = leaves.get(q)
-        if leaf is None:
-            rest = pending.by_leaf.get(q, []) if pending is not None else []
-            leaf = leaves[q] = _Leaf(keys, rest, rest_keys, skip)
-        leaf.push(j)
+    leaves, _ = _scenario_leaves(session, targets, pending, skip)
     wanted = set(targets)
     while wanted:
         if len(wanted) == 1:
