@@ -6,6 +6,8 @@
     python -m bench.engine_scale --actions all     # KAI's five actions per session
     python -m bench.engine_scale --size dashboard --actions all   # the dashboard's default 64-node scenario
     python -m bench.engine_scale --size 1k --actions all --kai-tool /path/to/snapshot-tool   # vs KAI's CPU
+    python -m bench.engine_scale --size small --topology          # racks + every pending job constrained
+    python -m bench.engine_scale --size small --topology gangs    # racks + the gangs need one rack
 
 Sizes (design.md budgets):
 
@@ -39,7 +41,8 @@ import numpy as np
 
 from scheduler import actions as action_registry
 from scheduler.engine import run_session
-from scheduler.model import ACTIONS, Job, Node, Queue, QueueResource, Snapshot, Task
+from scheduler.model import (ACTIONS, Job, Node, Queue, QueueResource, Snapshot, Task, Topology, TopologyConstraint,
+                             TopologyLevel)
 
 GiB = 2**30
 
@@ -192,9 +195,34 @@ def kai_session_cpu_ms(snap: Snapshot, tool: str, repeat: int) -> list[float]:
     return out
 
 
+def with_topology(snap: Snapshot, rack_nodes: int = 8, racks_per_zone: int = 4, jobs: str = "all") -> Snapshot:
+    """``snap`` with a zone → rack → hostname ``Topology`` (``rack_nodes`` nodes per rack) and a constraint on
+    the pending jobs: gangs need one rack; with ``jobs="all"`` single pods prefer one too (KAI's topology plugin
+    on every job, the worst case), with ``"gangs"`` they have none."""
+    snap = snap.copy()
+    for i, n in enumerate(snap.nodes):
+        rack = i // rack_nodes
+        n.labels = {**n.labels, "topology.kubernetes.io/zone": f"z{rack // racks_per_zone}",
+                    "example.com/rack": f"r{rack}", "kubernetes.io/hostname": n.name}
+    snap.topologies = [Topology(name="net", levels=[TopologyLevel("topology.kubernetes.io/zone", "zone"),
+                                                    TopologyLevel("example.com/rack", "rack"),
+                                                    TopologyLevel("kubernetes.io/hostname")])]
+    for job in snap.jobs:
+        if not any(t.status == "pending" for t in job.tasks):
+            continue
+        if job.min_available > 1:
+            job.topology = TopologyConstraint("net", required_level="rack")
+        elif jobs == "all":
+            job.topology = TopologyConstraint("net", preferred_level="rack")
+    return snap
+
+
 def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allocate",),
-          placement_gpu: str | None = None, kai_tool: str | None = None, kai_zip: str | None = None) -> dict:
+          placement_gpu: str | None = None, topology: str | None = None, kai_tool: str | None = None,
+          kai_zip: str | None = None) -> dict:
     snap = dashboard_cluster() if size == "dashboard" else make_cluster(**SIZES[size])
+    if topology:
+        snap = with_topology(snap, jobs=topology)
     if placement_gpu:
         snap = with_gpu_placement(snap, placement_gpu)
     actions = list(actions)
@@ -221,7 +249,8 @@ def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allo
     print(f"\n{size}: {len(snap.nodes)} nodes × 8 GPUs, {pods} pods ({pending} pending tasks in "
           f"{sum(1 for j in snap.jobs if any(t.status == 'pending' for t in j.tasks))} jobs), "
           f"{len(snap.queues)} queues; actions {','.join(actions)}; placement.gpu "
-          f"{snap.config.placement.gpu}; {placed} tasks placed; median of {repeat} runs:")
+          f"{snap.config.placement.gpu}; topology {topology or 'off'}; {placed} tasks placed; "
+          f"median of {repeat} runs:")
     for key in ("fair_share", "session_open", *actions, "session", "result", "total", "wall", "cpu",
                 *(f"cpu_{a}" for a in actions)):
         if key in med:
@@ -258,11 +287,14 @@ def main(argv=None) -> None:
                         help="write the cluster (with the --actions list) as a KAI /get-snapshot zip")
     parser.add_argument("--placement-gpu", default=None,
                         help="override config.placement.gpu (binpack, spread, fragaware)")
+    parser.add_argument("--topology", nargs="?", const="all", choices=("all", "gangs"), default=None,
+                        help="label racks and zones; 'all' (default): every pending job has a topology constraint "
+                             "(gangs required rack, single pods preferred rack), 'gangs': only the gangs")
     args = parser.parse_args(argv)
     actions = tuple(ACTIONS) if args.actions == "all" else tuple(a for a in args.actions.split(",") if a)
     for size in (("small", "large") if args.size == "both" else (args.size,)):
         bench(size, args.repeat or (5 if size in ("large", "1k") else 20), args.profile, actions, args.placement_gpu,
-              args.kai_tool, args.kai_zip)
+              args.topology, args.kai_tool, args.kai_zip)
 
 
 if __name__ == "__main__":

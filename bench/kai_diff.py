@@ -3,6 +3,8 @@
     python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool /tmp/kai/snapshot-tool
     python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool BIN --actions default --jobs 2
     python -m bench.kai_diff --seeds 1..20 --keep-failures /tmp/diffs      # zips, logs, decisions of mismatches
+    python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool BIN --topology   # clusters with racks and constraints
+    python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool BIN --mig        # clusters with MIG nodes and pods
     python -m bench.kai_diff --seeds 1..50                                  # without KAI: kaidash invariants only
     python -m bench.kai_diff --seeds 1..50 --snapshot-tool BIN --kaidash-checkout /tmp/kaidash-base
 
@@ -39,6 +41,8 @@ from pathlib import Path
 from typing import Optional
 
 from .kai_diff_gen import generate_document
+from .kai_diff_gen_mig import add_mig
+from .kai_diff_gen_topology import add_topology
 
 DEFAULT_ACTIONS = "allocate, consolidation, reclaim, preempt, stalegangeviction"
 FAIR_SHARE_TOLERANCE = 0.0011
@@ -88,7 +92,14 @@ def object_features(doc: dict) -> dict[str, set[str]]:
                 tags.add("gang")
             if g.get("subGroups"):
                 tags.add("subgroups")
+            tc = g.get("topologyConstraint") or {}
+            if tc.get("requiredTopologyLevel"):
+                tags.add("topology-required")
+            if tc.get("preferredTopologyLevel"):
+                tags.add("topology-preferred")
         req = spec["containers"][0]["resources"].get("requests", {})
+        if any(r.startswith("nvidia.com/mig-") for r in req):
+            tags.add("mig")
         if "gpu-fraction" in ann:
             tags.add("fraction")
         elif "gpu-memory" in ann:
@@ -193,7 +204,12 @@ def run_seed(seed: int, opts: dict) -> dict:
     from .kai_diff_kai import run_snapshot_tool
 
     actions = DEFAULT_ACTIONS if opts["actions"] == "default" else opts["actions"]
-    doc = generate_document(seed, time.time(), actions)
+    now = time.time()
+    doc = generate_document(seed, now, actions)
+    if opts.get("topology"):
+        add_topology(doc, seed)
+    if opts.get("mig"):
+        add_mig(doc, seed, float(int(now)))
     features = object_features(doc)
     record: dict = {"seed": seed, "nodes": len(doc["rawObjects"]["nodes"]),
                     "pods": sum(1 for p in doc["rawObjects"]["pods"] if p["spec"].get("schedulerName") == "kai-scheduler")}
@@ -405,6 +421,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--keep-failures", default=None, metavar="DIR", help="save zip, KAI log, decisions of mismatches")
     ap.add_argument("--kaidash-checkout", default=None, metavar="DIR", help="measure the kaidash in DIR instead")
     ap.add_argument("--json", default=None, metavar="FILE", help="write every record and the summary as JSON")
+    ap.add_argument("--topology", action="store_true",
+                    help="add racks, a Topology and PodGroup topology constraints (bench/kai_diff_gen_topology.py)")
+    ap.add_argument("--mig", action="store_true",
+                    help="slice some GPU nodes into MIG instances and add MIG pods (bench/kai_diff_gen_mig.py)")
     args = ap.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     if not seeds:
@@ -412,7 +432,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.snapshot_tool and not os.access(args.snapshot_tool, os.X_OK):
         ap.error(f"--snapshot-tool {args.snapshot_tool}: not an executable file")
     opts = {"actions": args.actions, "binary": args.snapshot_tool, "kai_runs": args.kai_runs,
-            "keep": args.keep_failures, "checkout": args.kaidash_checkout}
+            "keep": args.keep_failures, "checkout": args.kaidash_checkout, "topology": args.topology,
+            "mig": args.mig}
     work = [(s, opts) for s in seeds]
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:

@@ -33,7 +33,8 @@ class Counterfactual:
 
     ``kind``: ``raise_limit`` | ``raise_quota`` | ``release`` | ``consolidate`` | ``add_nodes`` |
     ``larger_node`` | ``fragmented`` | ``constraints`` (no node passes the pod's node constraints) |
-    ``pod_grouper`` (KAI does not consider the pods yet) | ``none``. ``verified`` is True when an engine re-run on
+    ``pod_grouper`` (KAI does not consider the pods yet) | ``topology`` (no domain of the gang's required
+    topology level holds it) | ``none``. ``verified`` is True when an engine re-run on
     a modified copy showed the job start.
     """
 
@@ -224,6 +225,9 @@ class _Explainer:
             exp.counterfactual = self.over_limit(job, decision.details, request)
         elif decision.reason == NON_PREEMPTIBLE_OVER_QUOTA:
             exp.counterfactual = self.over_quota(job, decision.details, request)
+        elif "largest_free_gpus" in decision.details:  # no domain of the required topology level holds the gang
+            exp.counterfactual = topology_counterfactual(decision.details)
+            exp.message = f"{exp.counterfactual.message} ({exp.message})"
         elif tasks:
             exp.counterfactual = self.capacity(job, tasks, request)
         cf = exp.counterfactual
@@ -508,6 +512,23 @@ class _Explainer:
         """Running jobs of ``queue`` holding GPUs, in KAI's victim order: lower priority, then younger first."""
         jobs = [j for j in self.snapshot.jobs if j.queue == queue and self._job_gpus(j) > 0]
         return sorted(jobs, key=lambda j: (j.priority, -(j.last_start_time or j.creation_time), j.key))
+
+
+def topology_counterfactual(details: dict) -> Counterfactual:
+    """Why-pending for a gang no domain of its required topology level can hold: "no rack with 16 free GPUs;
+    largest 12 (zone-a.rack-3)" (GPUs when the gang asks for GPUs, else its pods)."""
+    level = details.get("level") or "domain"
+    where = f" ({details['largest_domain']})" if details.get("largest_domain") else ""
+    need, best = details.get("need_gpus", 0.0), details.get("largest_free_gpus", 0.0)
+    if need > 0:
+        msg = f"no {level} with {need:g} free GPUs; largest {best:g}{where}"
+        if best >= need:  # enough GPUs, but not in pieces the pods fit (per-node fragmentation, CPU, memory)
+            msg += (f", where only {details.get('largest_allocatable_pods', 0)} of the {details.get('pods', 0)} "
+                    f"pods fit")
+        return Counterfactual("topology", msg, amount=float(need - best) if need > best else None)
+    pods = details.get("largest_allocatable_pods", 0)
+    return Counterfactual("topology", f"no {level} can hold all {details.get('pods', 0)} pods; at most {pods} "
+                                      f"fit in one{where}")
 
 
 def _waiting(job: Job) -> Counterfactual:

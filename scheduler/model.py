@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -52,6 +53,22 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 """Node selector requirement operators (label selectors of pods use the first four)."""
+
+MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
+"""A MIG profile as in ``nvidia.com/mig-<profile>``: ``<G>g.<M>gb``, G compute slices, M GB of memory."""
+
+
+def mig_gpus(profile: str) -> int:
+    """GPU-equivalents of one MIG instance as KAI counts them for quota and fair share: its compute slices G
+    (``common_info/resources/mig.go``); 0 for a name that is not a MIG profile."""
+    m = MIG_PROFILE.match(profile)
+    return int(m.group(1)) if m else 0
+
+
+def mig_gpu_total(instances: dict[str, int]) -> int:
+    """GPU-equivalents of MIG instances by profile (Σ G × count)."""
+    return sum(mig_gpus(p) * c for p, c in instances.items())
+
 
 DEFAULT_QUEUE_PRIORITY = 100
 DEFAULT_JOB_PRIORITY = 50
@@ -262,6 +279,9 @@ class Node:
     """``spec.unschedulable`` (cordoned): like a not-Ready node, it takes nothing and counts nothing."""
     taints: list[Taint] = field(default_factory=list)
     external_pods: list[ExternalPod] = field(default_factory=list)
+    mig: dict[str, int] = field(default_factory=dict)
+    """1.2: MIG instances by profile (``{"1g.10gb": 7}``: allocatable ``nvidia.com/mig-1g.10gb``). They are part
+    of ``gpus`` as G GPU-equivalents each (KAI's quota counting); only MIG requests of that profile use them."""
 
     @property
     def schedulable(self) -> bool:
@@ -353,6 +373,9 @@ class Task:
     """What KAI's predicates read from the pod spec (None: no labels, tolerations or constraints)."""
     uid: Optional[str] = None
     """Kubernetes UID: KAI's last tie-breaker in task order (after creation time); absent → the name."""
+    mig: dict[str, int] = field(default_factory=dict)
+    """1.2: MIG instances requested by profile (``nvidia.com/mig-<profile>``); ``gpu`` is then their
+    GPU-equivalents (Σ G × count), which queues and fair share count."""
 
     @property
     def is_fractional(self) -> bool:
@@ -376,6 +399,43 @@ class Task:
         if self.gpu_memory_mib is None:
             return self.gpu if self.gpu >= 1 else self.gpu * self.gpu_devices
         return self.gpu_devices * memory_to_fraction(self.gpu_memory_mib, node_gpu_memory_mib)
+
+
+@dataclass
+class TopologyLevel:
+    """One level of a :class:`Topology`: the node label whose value names the node's domain at that level."""
+
+    node_label: str
+    alias: Optional[str] = None
+    """KAI's ``alias``: a short name (``rack``) a constraint may use instead of the label."""
+
+
+@dataclass
+class Topology:
+    """KAI's ``Topology`` CRD (``kai.scheduler/v1alpha1``): levels from the widest (zone) to the narrowest
+    (hostname). A node belongs to the topology only when it has every level's label."""
+
+    name: str
+    levels: list[TopologyLevel] = field(default_factory=list)
+
+    def resolve(self, level: Optional[str]) -> Optional[str]:
+        """The node label a constraint's level names (an alias or the label itself)."""
+        if not level:
+            return None
+        for lv in self.levels:
+            if lv.alias == level:
+                return lv.node_label
+        return level
+
+
+@dataclass
+class TopologyConstraint:
+    """A PodGroup's ``spec.topologyConstraint``: all pods in one domain of ``required_level`` (when set),
+    preferably in one domain of ``preferred_level``. Levels are node labels or the topology's aliases."""
+
+    topology: str
+    required_level: Optional[str] = None
+    preferred_level: Optional[str] = None
 
 
 @dataclass
@@ -403,6 +463,8 @@ class Job:
     node keep holding their resources there."""
     uid: Optional[str] = None
     """Kubernetes UID of the PodGroup (informational: KAI's job order breaks ties by the PodGroup's name)."""
+    topology: Optional[TopologyConstraint] = None
+    """1.2: the PodGroup's topology constraint (KAI's topology plugin)."""
 
     @property
     def key(self) -> str:
@@ -429,6 +491,8 @@ class Snapshot:
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
     config_maps: Optional[list[str]] = None
     """``namespace/name`` of the ConfigMaps that exist; None: not known (KAI's ConfigMap predicate is skipped)."""
+    topologies: list[Topology] = field(default_factory=list)
+    """1.2: KAI ``Topology`` objects (network / rack layout read from node labels)."""
     version: int = 1
 
     def copy(self) -> "Snapshot":

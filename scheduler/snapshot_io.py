@@ -52,12 +52,18 @@ from .model import (
     Task,
     TaskUsage,
     Toleration,
+    Topology,
+    TopologyConstraint,
+    TopologyLevel,
+    mig_gpu_total,
 )
+from .model import MIG_PROFILE
 
-VERSIONS = (1, 1.1)
+VERSIONS = (1, 1.1, 1.2)
 """Snapshot format versions this kaidash reads. 1.1 = 1 + the fields KAI's predicates read (taints, pod
-constraints, external pods, ConfigMaps), job/task UIDs and ``waiting_for``; files are written as 1 unless
-one of those is used, so older kaidash versions keep reading what they can."""
+constraints, external pods, ConfigMaps), job/task UIDs and ``waiting_for``; 1.2 = 1.1 + topologies and jobs'
+topology constraints. Files are written as the lowest version whose fields they use, so older kaidash
+versions keep reading what they can."""
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
 _DECIMAL = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -417,6 +423,7 @@ def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
         "unschedulable": _bool,
         "taints": lambda v, p, e: _objects(v, p, e, _parse_taint),
         "external_pods": lambda v, p, e: _objects(v, p, e, _parse_external_pod),
+        "mig": _parse_mig,
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
@@ -424,6 +431,9 @@ def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
     for key in ("gpus", "pods"):
         if key in kw:
             kw[key] = int(kw[key])
+    if kw.get("mig") and mig_gpu_total(kw["mig"]) > kw.get("gpus", 0):
+        errs.add(f"{path}.mig", f"MIG instances make {mig_gpu_total(kw['mig'])} GPU-equivalents, more than the node's "
+                                f"gpus ({kw.get('gpus', 0)}, which include them)")
     if kw.get("gpus", 0) > 0 and kw.get("gpu_memory_mib", 0) <= 0 and "gpu_memory_mib" not in doc:
         errs.add(f"{path}.gpu_memory_mib", "required for a node with GPUs (MiB per device, e.g. 81920)")
     return Node(**kw)
@@ -515,10 +525,19 @@ def _parse_task(doc: Any, job_path: str, index: int, errs: _Collector) -> Option
         "usage": usage,
         "constraints": _parse_constraints,
         "uid": lambda v, p, e: _string(v, p, e, optional=True),
+        "mig": lambda v, p, e: _parse_mig(v, p, e, minimum=1),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
         return None
+    if kw.get("mig"):
+        equiv = mig_gpu_total(kw["mig"])
+        if "gpu" not in kw:
+            kw["gpu"] = float(equiv)
+        elif kw["gpu"] != equiv:
+            errs.add(f"{path}.gpu", f"a MIG request's gpu is its GPU-equivalents ({equiv}), got {kw['gpu']:g}")
+        if "gpu_memory_mib" in kw:
+            errs.add(f"{path}.mig", "give either mig or gpu_memory_mib, not both")
     if "gpu_group" in kw:
         kw["gpu_groups"] = kw.pop("gpu_group")
     if "gpu_index" in kw:
@@ -577,6 +596,7 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
         "tasks": lambda v, p, e: _list(v, p, e),
         "waiting_for": lambda v, p, e: _string(v, p, e, choices=WAITING_FOR),
         "uid": lambda v, p, e: _string(v, p, e, optional=True),
+        "topology": _parse_topology_constraint,
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name", "queue"))
     if "name" not in kw:
@@ -595,6 +615,95 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
         if t.subgroup is not None and t.subgroup not in names:
             errs.add(f"{path}.tasks[{t.name}].subgroup", f"unknown subgroup {t.subgroup!r} (job declares: {sorted(names) or 'none'})")
     return job
+
+
+def _parse_mig(v: Any, p: str, e: _Collector, minimum: int = 0) -> Optional[dict]:
+    """``{profile: count}`` of MIG instances (profiles ``<G>g.<M>gb``)."""
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    out = {}
+    for prof, count in m.items():
+        if not isinstance(prof, str) or not MIG_PROFILE.match(prof):
+            e.add(f"{p}.{prof}", f"{prof!r} is not a MIG profile (<G>g.<M>gb, as in nvidia.com/mig-1g.10gb)")
+            continue
+        n = _number(count, f"{p}.{prof}", e, "count", integer=True)
+        if n is None:
+            continue
+        if n < minimum:
+            e.add(f"{p}.{prof}", f"must be at least {minimum}")
+            continue
+        out[prof] = int(n)
+    return out
+
+
+def _parse_topology_constraint(v: Any, p: str, e: _Collector) -> Optional[TopologyConstraint]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    opt = lambda x, pp, ee: _string(x, pp, ee, optional=True)  # noqa: E731
+    kw = _parse_fields(m, {"topology": lambda x, pp, ee: _string(x, pp, ee), "required_level": opt,
+                           "preferred_level": opt}, p, e, required=("topology",))
+    return TopologyConstraint(**kw) if "topology" in kw else None
+
+
+def _parse_topology(v: Any, p: str, e: _Collector) -> Optional[Topology]:
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+
+    def level(x, pp, ee):
+        lm = _mapping(x, pp, ee)
+        if lm is None:
+            return None
+        kw = _parse_fields(lm, {"node_label": lambda y, q, r: _string(y, q, r),
+                                "alias": lambda y, q, r: _string(y, q, r, optional=True)}, pp, ee,
+                           required=("node_label",))
+        return TopologyLevel(**kw) if "node_label" in kw else None
+
+    kw = _parse_fields(m, {"name": lambda x, pp, ee: _string(x, pp, ee),
+                           "levels": lambda x, pp, ee: _objects(x, pp, ee, level)}, p, e,
+                       required=("name", "levels"))
+    if "name" not in kw:
+        return None
+    topo = Topology(name=kw["name"], levels=kw.get("levels", []))
+    if "levels" in m and not topo.levels:
+        e.add(f"{p}.levels", "a topology needs at least one level")
+    labels = [lv.node_label for lv in topo.levels]
+    for lv in topo.levels:
+        if labels.count(lv.node_label) > 1:
+            e.add(f"{p}.levels", f"node label {lv.node_label!r} appears on more than one level")
+            break
+    return topo
+
+
+def _topology_dict(t: Topology) -> dict:
+    return {"name": t.name, "levels": [{"node_label": lv.node_label, **({"alias": lv.alias} if lv.alias else {})}
+                                       for lv in t.levels]}
+
+
+def _topology_constraint_dict(c: TopologyConstraint) -> dict:
+    d: dict[str, Any] = {"topology": c.topology}
+    if c.required_level:
+        d["required_level"] = c.required_level
+    if c.preferred_level:
+        d["preferred_level"] = c.preferred_level
+    return d
+
+
+def _topologies_ok(topologies: Any) -> bool:
+    """The direct check of ``Snapshot.topologies`` (small: checked through the parser)."""
+    if type(topologies) is not list:
+        return False
+    return all(type(t) is Topology and _roundtrip_equal(_topology_dict(t), _parse_topology) for t in topologies)
+
+
+def _check_topology_names(topologies: list[Topology], errs: _Collector) -> None:
+    seen: set[str] = set()
+    for t in topologies:
+        if t.name in seen:
+            errs.add(f"topologies[{t.name}].name", "duplicate topology name")
+        seen.add(t.name)
 
 
 # ---------------------------------------------------------------------------------------------- cross checks
@@ -687,7 +796,7 @@ def _parse_usage(doc: Any, errs: _Collector) -> dict[str, dict[str, float]]:
 
 # ---------------------------------------------------------------------------------------------- public API
 
-TOP_LEVEL_KEYS = {"version", "time", "config", "nodes", "queues", "jobs", "usage", "config_maps"}
+TOP_LEVEL_KEYS = {"version", "time", "config", "nodes", "queues", "jobs", "usage", "config_maps", "topologies"}
 
 
 def snapshot_from_dict(doc: Any) -> Snapshot:
@@ -707,8 +816,10 @@ def snapshot_from_dict(doc: Any) -> Snapshot:
     jobs = [j for i, d in enumerate(_list(doc.get("jobs"), "jobs", errs)) if (j := _parse_job(d, i, errs))]
     usage = _parse_usage(doc["usage"], errs) if "usage" in doc else {}
     config_maps = _str_list(doc["config_maps"], "config_maps", errs) if doc.get("config_maps") is not None else None
+    topologies = _objects(doc.get("topologies"), "topologies", errs, _parse_topology)
+    _check_topology_names(topologies, errs)
     snap = Snapshot(nodes=nodes, queues=queues, jobs=jobs, config=config, time=time or 0.0, usage=usage,
-                    config_maps=config_maps)
+                    config_maps=config_maps, topologies=topologies)
     _cross_check(snap, errs)
     errs.raise_if_any()
     return snap
@@ -747,6 +858,10 @@ def snapshot_problems(snapshot: Snapshot) -> list[tuple[str, str]]:
     queues = [c for i, q in enumerate(snapshot.queues) if (c := queue_checked(q, i, errs)) is not None]
     jobs = [c for i, j in enumerate(snapshot.jobs) if (c := job_checked(j, i, errs)) is not None]
     usage = _parse_usage(_usage_dict(snapshot.usage), errs) if snapshot.usage else {}
+    if snapshot.topologies:
+        topologies = snapshot.topologies if _topologies_ok(snapshot.topologies) else _objects(
+            [_topology_dict(t) for t in snapshot.topologies], "topologies", errs, _parse_topology)
+        _check_topology_names(topologies, errs)
     _cross_check(Snapshot(nodes=nodes, queues=queues, jobs=jobs, usage=usage), errs)
     return errs.problems
 
@@ -823,6 +938,8 @@ def _node_ok(n: Node) -> bool:
         return False
     if type(n.unschedulable) is not bool or type(n.taints) is not list or type(n.external_pods) is not list:
         return False
+    if n.mig and not (type(n.mig) is dict and _roundtrip_equal(_node_dict(n), lambda d, pp, e: _parse_node(d, 0, e))):
+        return False
     if n.taints and not all(type(t) is Taint and type(t.key) is str and type(t.value) is str
                             and t.effect in TAINT_EFFECTS for t in n.taints):
         return False
@@ -878,6 +995,8 @@ def _task_ok(t: Task, subgroups: set) -> bool:
     if u is not None and not (type(u) is TaskUsage and _nonneg(u.gpu_memory_mib) and _nonneg(u.gpu_util)
                               and u.gpu_util <= 1):
         return False
+    if t.mig and not (type(t.mig) is dict and _roundtrip_equal(_task_dict(t), lambda d, pp, e: _parse_task(d, "", 0, e))):
+        return False
     c = t.constraints
     return c is None or (type(c) is PodConstraints and _roundtrip_equal(_constraints_dict(c), _parse_constraints))
 
@@ -889,6 +1008,10 @@ def _job_ok(j: Job) -> bool:
     if j.preemptible is not None and type(j.preemptible) is not bool:
         return False
     if not _opt_name(j.uid) or not (j.waiting_for is None or j.waiting_for in WAITING_FOR):
+        return False
+    c = j.topology
+    if c is not None and not (type(c) is TopologyConstraint and _name(c.topology) and _opt_name(c.required_level)
+                              and _opt_name(c.preferred_level)):
         return False
     for value in (j.last_start_time, j.stale_since, j.last_eviction_time, j.stale_grace_period_s):
         if value is not None and not _finite(value):
@@ -982,7 +1105,12 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
         out["usage"] = _usage_dict(snap.usage)
     if snap.config_maps is not None:
         out["config_maps"] = list(snap.config_maps)
-    if _uses_v11(out):
+    if snap.topologies:
+        out["topologies"] = [_topology_dict(t) for t in snap.topologies]
+    if ("topologies" in out or any("topology" in j or any("mig" in t for t in j["tasks"]) for j in out["jobs"])
+            or any("mig" in n for n in out["nodes"])):
+        out["version"] = 1.2
+    elif _uses_v11(out):
         out["version"] = 1.1
     return out
 
@@ -1108,6 +1236,8 @@ def _node_dict(n: Node) -> dict:
                        for t in n.taints]
     if n.external_pods:
         d["external_pods"] = [_external_pod_dict(x) for x in n.external_pods]
+    if n.mig:
+        d["mig"] = dict(n.mig)
     return d
 
 
@@ -1151,6 +1281,8 @@ def _job_dict(j: Job) -> dict:
         d["waiting_for"] = j.waiting_for
     if j.uid:
         d["uid"] = j.uid
+    if j.topology is not None:
+        d["topology"] = _topology_constraint_dict(j.topology)
     d["tasks"] = [_task_dict(t) for t in j.tasks]
     return d
 
@@ -1180,6 +1312,8 @@ def _task_dict(t: Task) -> dict:
         d["constraints"] = _constraints_dict(t.constraints)
     if t.uid:
         d["uid"] = t.uid
+    if t.mig:
+        d["mig"] = dict(t.mig)
     return d
 
 

@@ -29,6 +29,7 @@ READ_RESOURCES = {
     ("scheduling.run.ai", "queues"),
     ("scheduling.run.ai", "podgroups"),
     ("scheduling.run.ai", "bindrequests"),
+    ("kai.scheduler", "topologies"),
 }
 
 # The oldest Kubernetes minor still commonly run and the newest the bundled schemas know.

@@ -283,3 +283,71 @@ def test_forbidden_watch_after_a_list_keeps_the_data_and_relists_with_backoff(se
         wait_for(lambda: src.status().resources["queues"].state == "ok", message="watch allowed again")
     finally:
         src.stop()
+
+
+def test_topologies_and_podgroup_topology_constraints_are_read(server, source):
+    from kai_objects import pod_group
+
+    topo = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+            "metadata": {"name": "net", "uid": "t-1", "resourceVersion": "1"},
+            "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone", "alias": "zone"},
+                                {"nodeLabel": "example.com/rack", "alias": "rack"}]}}
+    server.add("topologies", topo)
+    for name, rack in (("h100-0", "r1"), ("h100-1", "r2")):
+        obj = node(name)
+        obj["metadata"]["labels"].update({"topology.kubernetes.io/zone": "a", "example.com/rack": rack})
+        server.modify("nodes", obj)
+    server.add("podgroups", pod_group("pg-racked", "llm", queue="llm",
+                                      topologyConstraint={"topology": "net", "requiredTopologyLevel": "rack"}))
+    server.add("pods", pod("racked-0", "llm", gpu=1, queue="llm", pod_group="pg-racked"))
+    source.start()
+    assert source.wait_until_synced(10)
+    snap = wait_for(lambda: (s := source.snapshot()).topologies and "llm/pg-racked" in s.job_map() and s,
+                    message="the topology and the constrained job")
+    assert source.status().resources["topologies"].state == "ok"
+    assert [lv.node_label for lv in snap.topologies[0].levels] == ["topology.kubernetes.io/zone", "example.com/rack"]
+    assert snap.job_map()["llm/pg-racked"].topology.required_level == "rack"
+    assert snap.node_map()["h100-1"].labels["example.com/rack"] == "r2"  # kept: a level of a topology reads it
+    validate(snap)
+
+
+# ------------------------------------------------------------------------------ liveness (issue 20)
+
+SLOW_READ = dict(FAST, watch_timeout_s=60, read_slack_s=30, request_timeout_s=60)   # 90 s before a read gives up
+
+
+def test_a_hung_api_server_goes_stale_within_two_probe_intervals_not_the_read_timeout(server, kubeconfig):
+    src = KubeSource.from_kubeconfig(kubeconfig, context="fake", probe_interval_s=1.0, **SLOW_READ)
+    try:
+        src.start()
+        wait_for(lambda: src.status().healthy, message="all resources ok")
+        server.hang()
+        hung_at = time.monotonic()
+        # stops sending without closing: only the probe can tell (the watch's read timeout is 90 s here)
+        wait_for(lambda: all(r.state == "stale" for r in src.status().resources.values() if r.usable),
+                 timeout=20, message="stale while hung")
+        assert time.monotonic() - hung_at < 60
+        pods = src.status().resources["pods"]
+        assert "API server not answering" in pods.error and src.unresponsive
+        assert _task_names(src)                                     # the cached cluster is still served
+        server.hang(False)
+        wait_for(lambda: src.status().healthy and src.unresponsive is None, timeout=20, message="ok again")
+    finally:
+        server.hang(False)
+        src.stop()
+
+
+def test_a_quiet_but_answering_api_server_stays_ok(tmp_path):
+    with FakeKubeServer(bookmark_interval_s=3600) as quiet:      # no events, no bookmarks: silence
+        quiet.load(small_cluster())
+        cfg = str(quiet.write_kubeconfig(tmp_path / "quiet-kubeconfig", context="fake"))
+        src = KubeSource.from_kubeconfig(cfg, context="fake", probe_interval_s=0.3, **SLOW_READ)
+        try:
+            src.start()
+            wait_for(lambda: src.status().healthy, message="all resources ok")
+            probes = quiet.count("nodes")
+            time.sleep(1.5)                                         # five probe intervals of silence
+            assert src.status().healthy and src.unresponsive is None
+            assert quiet.count("nodes") == probes                   # and no reconnect churn either
+        finally:
+            src.stop()

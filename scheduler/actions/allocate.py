@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from ..decisions import NOT_ENOUGH_RESOURCES, POD_SCHEDULING_ERRORS
 from ..ordering import JobsOrderByQueues
+from ..placement import topology
 from ..session import KIND_MEMORY, Session, Statement
+from ..session.core import ACTIVE_ALLOCATED
 from . import register_action
 
 QUEUE_DOES_NOT_EXIST = "QueueDoesNotExist"
@@ -105,19 +107,33 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
         return False
     if sig is not None and sig in failed:
         reason, failing_task, index, fit_message, details = failed[sig]
-        session.set_reason(j, reason, _failure_message(session, j, tasks[index], index, fit_message), details)
+        message = fit_message if failing_task is None else _failure_message(session, j, tasks[index], index,
+                                                                             fit_message)
+        session.set_reason(j, reason, message, details)
         return False
     info = session.jobs[j]
     had_allocated = any(session.status[i] in ("running", "binding") for i in info.tasks)
-    stmt = Statement(session)
-    for index, i in enumerate(tasks):
-        n = session.best_node(i)
-        if n < 0 or not session.place(stmt, i, n):
-            fit_message, details = session.fit_error(i)
-            index = _index_in_podset(session, j, tasks, index)  # KAI counts per sub-group
+    plan = topology.plan(session, j, tasks)
+    if plan is not None and plan.failure is not None:  # no domain of the required level can hold the chunk
+        message, details = plan.failure
+        session.set_reason(j, POD_SCHEDULING_ERRORS, message, details)
+        if sig is not None:
+            failed[sig] = (POD_SCHEDULING_ERRORS, None, 0, message, details)  # None: the message is final
+        return False
+    # KAI's node subsets: every node at once, or each topology domain in turn until the chunk fits in one
+    tries = 1 if plan is None else len(plan.candidates)
+    for k in range(tries):
+        stmt = Statement(session)
+        allowed, bonus = (None, None) if plan is None else plan.subset(k)
+        failure = _place_chunk(session, stmt, j, tasks, allowed, bonus)
+        if failure is None:
+            break
+        stmt.discard()
+        if k == tries - 1:
+            fit_message, i, index, details = failure
+            if plan is not None:
+                details = dict(details, topology_domains_tried=plan.domains)
             message = _failure_message(session, j, i, index, fit_message)
-            stmt.discard()
-            details = dict(details, task=session.task_names[i], placed_before_failure=index)
             session.set_reason(j, POD_SCHEDULING_ERRORS, message, details)
             if sig is not None:
                 failed[sig] = (POD_SCHEDULING_ERRORS, i, index, fit_message, details)
@@ -130,6 +146,18 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
     if not pipelined and not had_allocated:
         session.started_jobs.add(j)
     return True
+
+
+def _place_chunk(session: Session, stmt: Statement, j: int, tasks: list[int], allowed, bonus):
+    """Place every task of the chunk through ``stmt`` on the nodes ``allowed`` (None: all); None on success,
+    else ``(fit message, task, index in its sub-group, details)`` of the first task that fits nowhere."""
+    for index, i in enumerate(tasks):
+        n = session.best_node(i, allowed=allowed, bonus=bonus)
+        if n < 0 or not session.place(stmt, i, n):
+            fit_message, details = session.fit_error(i)
+            index = _index_in_podset(session, j, tasks, index)  # KAI counts per sub-group
+            return fit_message, i, index, dict(details, task=session.task_names[i], placed_before_failure=index)
+    return None
 
 
 def should_pipeline_job(session: Session, j: int) -> bool:
@@ -178,6 +206,12 @@ def _signature(session: Session, j: int, tasks: list[int]):
                    int(session.dev[i]), float(session.cpu[i]), float(session.mem[i]), session.nominated.get(i, -1),
                    id(preds.static(i)[0]) if preds is not None else 0)
                   for i in tasks)
+    job = session.jobs[j].job
+    if job.topology is not None:  # the domains depend on the constraint, and on where the job's pods already run
+        c = job.topology
+        if any(session.status[i] in ACTIVE_ALLOCATED for i in session.jobs[j].tasks):
+            return None
+        shape = (c.topology, c.required_level, c.preferred_level, shape)
     if any(session.kind_list[i] == KIND_MEMORY for i in tasks):
         info = session.jobs[j]
         return (info.queue, info.preemptible, shape)

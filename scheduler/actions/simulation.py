@@ -18,6 +18,7 @@ from typing import Iterable, Optional
 import numpy as np
 
 from ..ordering import JobsOrderByQueues, _QueueNode, job_order_key, queue_key, queue_less
+from ..placement import topology
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
 
@@ -271,13 +272,21 @@ def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]
         return False  # no node has the GPUs: fails like the node search below would, without side effects
     if session.job_over_capacity(j, tasks) is not None:
         return False
-    cp = stmt.checkpoint()
-    for i in tasks:
-        n = session.best_node(i, allowed=allowed)
-        if n < 0 or not session.place(stmt, i, n, pipeline_only=True):
-            stmt.rollback(cp)
-            return False
-    return True
+    plan = topology.plan(session, j, tasks)  # KAI's topology plugin: one domain after another
+    if plan is not None and plan.failure is not None:
+        return False
+    for k in range(1 if plan is None else len(plan.candidates)):
+        subset, bonus = (None, None) if plan is None else plan.subset(k)
+        nodes = subset if allowed is None else (allowed if subset is None else subset & allowed)
+        cp = stmt.checkpoint()
+        for i in tasks:
+            n = session.best_node(i, allowed=nodes, bonus=bonus)
+            if n < 0 or not session.place(stmt, i, n, pipeline_only=True):
+                stmt.rollback(cp)
+                break
+        else:
+            return True
+    return False
 
 
 def _may_fit(session, tasks: list[int]) -> bool:

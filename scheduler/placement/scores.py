@@ -11,6 +11,9 @@ NOMINATED_NODE = 1e7
 K8S_PLUGINS = 1e6
 """KAI ``scores.K8sPlugins``: weight of the podaffinity plugin's raw InterPodAffinity score (preferred terms)."""
 
+TOPOLOGY = 1e5
+"""topology plugin: a node's rank among the preferred-level domains (``floor(10 (k+1)/D)`` times this)."""
+
 GPU_SHARING = 1e4
 """gpusharingorder plugin (GPU binpack only): the node has an existing shared GPU the fraction fits on."""
 

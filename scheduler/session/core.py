@@ -176,12 +176,13 @@ class Session:
         self.free_epoch = 0
         self._build_tasks(snapshot, tasks if tasks is not None else TaskTable.from_snapshot(snapshot))
         self._order_cache: dict[tuple, list] = {}
-        self._max_gpus = float(ns.gpus.max(initial=0))
+        self._topology = None  # TopologyIndex, built on first use
+        self._max_gpus = float(ns.whole_gpus.max(initial=0))
         self._max_cpu = float(ns.allocatable[:, CPU].max(initial=0))
         self._gpu_one = getattr(self.gpu_strategy, "local_score_one", None)
         self._cpu_one = getattr(self.cpu_strategy, "local_score_one", None)
         self._node_ready = ns.ready.tolist()
-        self._node_gpus = ns.gpus.tolist()
+        self._node_gpus = ns.whole_gpus.tolist()
         self._node_cpu = ns.allocatable[:, CPU].tolist()
         self._node_cpu_only = ns.cpu_only.tolist()
         # gpusharingorder (bin-packing only) gives a task that fits an existing shared GPU its bonus; a CPU-only
@@ -263,12 +264,32 @@ class Session:
                 self.group_ids.update(gs)
         self._build_whole_slots(node_arr, on_node, releasing)
         self._build_shared(node_arr, on_node, releasing)
+        self._build_mig(tasks, status, node)
         ns.refresh()
         self._build_jobs(snapshot, table)
         self._vec_cache: dict[int, np.ndarray] = {}
         self._cpu_l = self.cpu.tolist()
         self._mem_l = self.mem.tolist()
         self._gpu_l = self.gpu.tolist()
+
+    def _build_mig(self, tasks: list[Task], status: list[str], node: list[int]) -> None:
+        """MIG requests (``mig_req[i]`` = (instances per node profile, whether every profile exists on some node))
+        and the instances placed tasks hold."""
+        ns = self.nodes
+        self.mig_req: dict[int, tuple[np.ndarray, bool]] = {}
+        for i, t in enumerate(tasks):
+            if not t.mig:
+                continue
+            vec = np.zeros(len(ns.mig_profiles))
+            for prof, count in t.mig.items():
+                k = ns.mig_col.get(prof)
+                if k is not None:
+                    vec[k] = count
+            self.mig_req[i] = (vec, all(p in ns.mig_col for p in t.mig))
+            n = node[i]
+            if n >= 0 and status[i] in OCCUPIES_NODE:
+                ns.add_mig(n, vec, status[i], 1.0)
+        self._mig_nodes = bool(ns.mig_profiles)
 
     def _build_whole_slots(self, node_arr, on_node, releasing) -> None:
         ns = self.nodes
@@ -513,6 +534,8 @@ class Session:
         else:
             self.nodes.remove(n, vec, status, shared, whole, owner=i)
             self.predicates.remove(i, n)
+        if i in self.mig_req:
+            self.nodes.add_mig(n, self.mig_req[i][0], status, float(sign))
 
     def _account_queue(self, i: int, sign: int) -> None:
         j = self.task_job[i]
@@ -699,10 +722,21 @@ class Session:
                 local = local + np.where(ns.shared_gpu_in_use(rows), scores.GPU_SHARING, 0.0)
         elif k == KIND_WHOLE:
             need = float(self.gpu[i])
-            gpu_ok = fT[GPU] >= need
+            mig = self.mig_req.get(i)
+            whole_free = self._whole_free(fT[GPU], rows)
+            if mig is not None:  # MIG instances of its profiles (KAI: scalar resources), not whole devices
+                gpu_ok = ((ns.mig_idle[rows] + ns.mig_rel[rows]) >= mig[0]).all(axis=1) & mig[1]
+                gpu_idle = (ns.mig_idle[rows] >= mig[0]).all(axis=1)
+                if ns.mig_strategy:
+                    gpu_ok = gpu_ok & ~ns.mig_single[rows]
+            else:  # whole devices: the GPUs beside the node's MIG instances
+                gpu_ok = whole_free >= need
+                gpu_idle = iT[GPU] - ns.mig_eq_idle[rows] >= need if self._mig_nodes else iT[GPU] >= need
+                if ns.mig_strategy:
+                    gpu_ok = gpu_ok & ~ns.mig_mixed[rows]
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
-            idle_fit = fits & base_idle & (iT[GPU] >= need)
-            local = self._gpu_local(fT[GPU], ns.gpus[rows])
+            idle_fit = fits & base_idle & gpu_idle
+            local = self._gpu_local(whole_free, ns.whole_gpus[rows])
         else:
             d = int(self.dev[i])
             gmem = ns.gpu_mem[rows]
@@ -712,7 +746,10 @@ class Session:
             room = gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows] - task_mem[:, None]
             shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
             count = shared_fit.sum(axis=1)
-            gpu_ok = valid & (np.floor(fT[GPU]) + count >= d)
+            whole_free = self._whole_free(fT[GPU], rows)
+            gpu_ok = valid & (np.floor(whole_free) + count >= d)
+            if ns.mig_strategy:
+                gpu_ok = gpu_ok & ~(ns.mig_mixed[rows] | ns.mig_single[rows])
             # KAI checkMaxPodsWithGpuGroupReservation: a new shared GPU also needs a slot for its reservation pod,
             # and KAI takes any group whose id is not a number for a new one (ids are UUIDs in practice), so a
             # shared request needs two free pod slots unless it fits an existing group with a numeric id.
@@ -722,8 +759,9 @@ class Session:
                 cap_ok = self._node_capacity_ok(i, task_mem, rows)
                 fits &= cap_ok
             # KAI's IsTaskAllocatable counts matching shared GPUs including their releasing memory.
-            idle_fit = fits & base_idle & valid & (np.floor(iT[GPU]) + count >= d)
-            local = self._gpu_local(fT[GPU], ns.gpus[rows])
+            whole_idle = iT[GPU] - ns.mig_eq_idle[rows] if self._mig_nodes else iT[GPU]
+            idle_fit = fits & base_idle & valid & (np.floor(whole_idle) + count >= d)
+            local = self._gpu_local(whole_free, ns.whole_gpus[rows])
             if self.config.placement.gpu == "binpack":
                 local = local + np.where(count > 0, scores.GPU_SHARING, 0.0)
         static, static_parts = self.predicates.static(i)
@@ -743,6 +781,10 @@ class Session:
         res = NodeFit(fits=fits, idle_fit=idle_fit, shared_fit=shared_fit, task_mem=task_mem, parts=parts)
         res.local = local
         return res
+
+    def _whole_free(self, free_gpu: np.ndarray, rows) -> np.ndarray:
+        """Idle + releasing whole GPUs of nodes ``rows``: KAI's GPU column, without MIG instances."""
+        return free_gpu - self.nodes.mig_eq_free[rows] if self._mig_nodes else free_gpu
 
     def _numeric_group_fit(self, shared_fit: np.ndarray, rows) -> np.ndarray:
         """Per node: the request fits an existing shared GPU whose group id is a number (KAI ``isNewGpuGroup``)."""
@@ -774,11 +816,19 @@ class Session:
                 local += scores.GPU_SHARING
         else:
             need = self._gpu_l[i]
-            fits = fits and f0 >= need
-            idle = idle and i0 >= need
+            mig = self.mig_req.get(i) if self.mig_req else None
+            if self._mig_nodes:
+                f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])  # whole GPUs only
+            if mig is not None:
+                fits = fits and mig[1] and bool(((ns.mig_idle[n] + ns.mig_rel[n]) >= mig[0]).all()) \
+                    and not ns.mig_single[n]
+                idle = idle and bool((ns.mig_idle[n] >= mig[0]).all())
+            else:
+                fits = fits and f0 >= need and not ns.mig_mixed[n]
+                idle = idle and i0 >= need
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
-                     float(self._gpu_local(np.array([f0]), ns.gpus[n:n + 1])[0]))
+                     float(self._gpu_local(np.array([f0]), ns.whole_gpus[n:n + 1])[0]))
         if fits and self.predicates_apply:
             static = self.predicates.static(i)[0]
             if static is not None and not static[n]:
@@ -833,7 +883,8 @@ class Session:
             if task_score is not None:
                 score += task_score(self, i, fit)
             else:
-                score += self.gpu_strategy.score(ns.non_allocated(GPU), ns.gpus, ns.ready)
+                score += self.gpu_strategy.score(self._whole_free(ns.non_allocated(GPU), slice(None)), ns.whole_gpus,
+                                                 ns.ready)
         nom = self.nominated.get(i)
         if nom is not None:
             score[nom] += scores.NOMINATED_NODE
@@ -853,9 +904,19 @@ class Session:
         order = np.lexsort((cand, -sc))
         return cand[order].tolist()
 
-    def best_node(self, i: int, fit: Optional[NodeFit] = None, allowed: Optional[np.ndarray] = None) -> int:
+    def topology_index(self):
+        """The snapshot's topologies over this session's nodes (:mod:`scheduler.placement.topology`), built on
+        first use."""
+        if self._topology is None:
+            from ..placement.topology import TopologyIndex
+            self._topology = TopologyIndex(self)
+        return self._topology
+
+    def best_node(self, i: int, fit: Optional[NodeFit] = None, allowed: Optional[np.ndarray] = None,
+                  bonus: Optional[np.ndarray] = None) -> int:
         """The first node of :meth:`ordered_nodes` (or -1), without sorting them all; ``allowed`` (a boolean
-        mask over nodes) restricts the choice, as KAI's eviction simulations do to their feasible nodes.
+        mask over nodes) restricts the choice, as KAI's eviction simulations do to their feasible nodes and its
+        topology plugin to a domain; ``bonus`` adds per-node scores (the topology plugin's).
 
         Node order only compares nodes, so each node's score may be replaced by any value that orders
         nodes the same way. Strategies with ``local_score`` give such a per-node value; then a cache per
@@ -870,11 +931,15 @@ class Session:
             fits = fit.fits if allowed is None else fit.fits & allowed
             if not fits.any():
                 return -1
-            return int(np.argmax(np.where(fits, self.node_scores(i, fit), -np.inf)))
+            sc = self.node_scores(i, fit)
+            if bonus is not None:
+                sc = sc + bonus
+            return int(np.argmax(np.where(fits, sc, -np.inf)))
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
-        if k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i):
-            return self.best_node(i, self.fit(i), allowed)
+        if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
+                or i in self.mig_req):
+            return self.best_node(i, self.fit(i), allowed, bonus)
         static = self.predicates.static(i)[0]
         key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
                None if static is None else id(static))
@@ -899,8 +964,8 @@ class Session:
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
         values = entry[1]
-        if allowed is not None:
-            values = np.where(allowed, values, -np.inf)
+        if allowed is not None:  # a topology domain (and its node scores): KAI's node subsets
+            values = np.where(allowed, values if bonus is None else values + bonus, -np.inf)
         nom = self.nominated.get(i)
         if nom is not None and values[nom] > -np.inf:
             values = values.copy()

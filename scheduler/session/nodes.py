@@ -22,7 +22,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..model import Snapshot
+from ..model import Snapshot, mig_gpus
 
 GPU, CPU, MEM, PODS = 0, 1, 2, 3
 """Columns of the per-node resource arrays."""
@@ -74,6 +74,28 @@ class NodeState:
         self.free = self.idle + self.rel
         self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
         self.idleT = np.ascontiguousarray(self.idle.T)  # KAI NonAllocated (idle + releasing), kept in step
+        # MIG instances per profile (KAI: scalar resources nvidia.com/mig-<profile>); their GPU-equivalents are
+        # part of the GPU column, so whole-GPU and shared requests use only the GPUs left beside them.
+        self.mig_profiles: list[str] = sorted({p for nd in nodes for p in nd.mig})
+        self.mig_col = {p: k for k, p in enumerate(self.mig_profiles)}
+        pcount = len(self.mig_profiles)
+        self.mig_g = np.array([mig_gpus(p) for p in self.mig_profiles], dtype=float)
+        self.mig_idle = np.array([[nd.mig.get(p, 0) for p in self.mig_profiles] for nd in nodes],
+                                 dtype=float).reshape(n, pcount)
+        self.mig_rel = np.zeros((n, pcount))
+        self.mig_eq_free = np.zeros(n)  # GPU-equivalents of idle + releasing MIG instances
+        self.mig_eq_idle = np.zeros(n)
+        self.refresh_mig()
+        # KAI: allocatable GPUs are nvidia.com/gpu only (MIG instances are scalar resources); a MIG node (label
+        # node-role.kubernetes.io/mig-enabled, or any instance) with nvidia.com/mig.strategy=mixed takes MIG
+        # requests only among GPU requests, one with strategy single whole-GPU requests only.
+        self.whole_gpus = self.gpus - self.mig_eq_idle
+        mig_node = np.array([nd.labels.get("node-role.kubernetes.io/mig-enabled", "").lower() == "true" or bool(nd.mig)
+                             for nd in nodes], dtype=bool)
+        strategy = [nd.labels.get("nvidia.com/mig.strategy") for nd in nodes]
+        self.mig_mixed = mig_node & np.array([s == "mixed" for s in strategy], dtype=bool)
+        self.mig_single = mig_node & np.array([s == "single" for s in strategy], dtype=bool)
+        self.mig_strategy = bool(self.mig_mixed.any() or self.mig_single.any())
         self.cpu_only = self.gpus == 0
         self.version = 0  # bumped on every change; lets callers cache per-state results
         self.change_log: list[int] = []  # node index of every change, in order (for incremental caches)
@@ -89,6 +111,25 @@ class NodeState:
         self.free = self.idle + self.rel
         self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
         self.idleT = np.ascontiguousarray(self.idle.T)
+
+    def refresh_mig(self) -> None:
+        """Recompute the MIG GPU-equivalents after bulk edits of ``mig_idle`` / ``mig_rel``."""
+        if self.mig_profiles:
+            self.mig_eq_idle = self.mig_idle @ self.mig_g
+            self.mig_eq_free = (self.mig_idle + self.mig_rel) @ self.mig_g
+
+    def add_mig(self, n: int, inst: np.ndarray, status: str, sign: float) -> None:
+        """Account (``sign`` +1) or release (-1) MIG instances ``inst`` (one count per profile) of a task on ``n``,
+        as :meth:`add` does for the other resources."""
+        if status == "releasing":
+            self.mig_rel[n] += sign * inst
+            self.mig_idle[n] -= sign * inst
+        elif status == "pipelined":
+            self.mig_rel[n] -= sign * inst
+        else:
+            self.mig_idle[n] -= sign * inst
+        self.mig_eq_idle[n] = self.mig_idle[n] @ self.mig_g
+        self.mig_eq_free[n] = (self.mig_idle[n] + self.mig_rel[n]) @ self.mig_g
 
     def used_gpu_count(self, n: int) -> int:
         """KAI ``getNumberOfUsedGPUs``: whole GPUs used + shared groups in use."""

@@ -58,6 +58,7 @@ from ..snapshot_io import (_Collector, cross_check_problems, job_checked, job_pl
                            queue_checked, validate)
 from .k8s_parse import BadField, duration, gpu_memory_label_mib, integer, number, quantity, timestamp
 from .k8s_constraints import host_ports, node_readiness, node_taints, pod_constraints, selector_label_keys
+from .k8s_topology import convert_topology, level_labels, topology_constraint
 from .kai_export import gpu_index_of_uuid
 from .warnings import SourceWarning
 
@@ -94,7 +95,8 @@ NODE_LABEL_PREFIXES = ("kai.scheduler/", "nvidia.com/gpu.", "nvidia.com/mig.", "
 """Node labels kept in the snapshot (scheduling-relevant ones; feature-discovery noise is dropped)."""
 
 RESOURCE_KINDS = {"nodes": "Node", "pods": "Pod", "queues": "Queue", "podgroups": "PodGroup",
-                  "priorityclasses": "PriorityClass", "bindrequests": "BindRequest", "configmaps": "ConfigMap"}
+                  "priorityclasses": "PriorityClass", "bindrequests": "BindRequest", "configmaps": "ConfigMap",
+                  "topologies": "Topology"}
 
 
 @dataclass
@@ -108,6 +110,7 @@ class RawObjects:
     priorityclasses: list = field(default_factory=list)
     bindrequests: list = field(default_factory=list)
     configmaps: list = field(default_factory=list)
+    topologies: list = field(default_factory=list)
 
 
 @dataclass
@@ -211,6 +214,15 @@ def pod_requests(spec: dict) -> dict[str, float]:
     return total
 
 
+def mig_requested(requests: dict[str, float]) -> dict[str, int]:
+    """MIG instances requested by profile (``nvidia.com/mig-1g.10gb: 2`` → ``{"1g.10gb": 2}``)."""
+    out = {}
+    for name, value in requests.items():
+        if MIG_RESOURCE.match(name) and value > 0:
+            out[name[len("nvidia.com/mig-"):]] = int(value)
+    return out
+
+
 def gpu_devices_requested(requests: dict[str, float]) -> float:
     """Whole GPUs requested: ``nvidia.com/gpu`` plus MIG instances counted as G GPUs each (§e.6)."""
     total = requests.get(GPU_RESOURCE, 0.0)
@@ -234,10 +246,14 @@ def convert_node(obj: dict, warn: _Warnings) -> Node:
     gpus_exact = quantity(alloc.get(GPU_RESOURCE, 0), f"status.allocatable.{GPU_RESOURCE}")
     gpus = int(gpus_exact)
     mig = 0
+    instances: dict[str, int] = {}
     for res, value in alloc.items():
         m = MIG_RESOURCE.match(res)
         if m:
-            mig += int(m.group(1)) * int(quantity(value, f"status.allocatable.{res}"))
+            count = int(quantity(value, f"status.allocatable.{res}"))
+            mig += int(m.group(1)) * count
+            if count > 0:
+                instances[res[len("nvidia.com/mig-"):]] = count
     gpus += mig
     cpu_millis = quantity(alloc.get("cpu", 0), "status.allocatable.cpu") * 1000
     memory = quantity(alloc.get("memory", 0), "status.allocatable.memory")
@@ -261,14 +277,18 @@ def convert_node(obj: dict, warn: _Warnings) -> Node:
             warn.add("Node", None, name, "metadata.labels.nvidia.com/gpu.count",
                      f"label says {count_label} GPUs but allocatable {GPU_RESOURCE} is {gpus}; using allocatable",
                      skipped=False)
-    ready, _ = node_readiness(status)  # Ready and no pressure condition (a node without conditions passes)
+    ready, why = node_readiness(status)  # Ready and no pressure condition (a node without conditions passes)
+    if not ready:
+        warn.add("Node", None, name, "status.conditions",
+                 f"{'; '.join(why)}: KAI places no new pod on it (its pods still count); kept, marked not ready",
+                 skipped=False)
     spec = _dict(obj, "spec")
     unschedulable = spec.get("unschedulable") is True
     taints = node_taints(spec)
     kept = {k: v for k, v in labels.items() if k.startswith(NODE_LABEL_PREFIXES)}
     return Node(name=name, gpus=gpus, gpu_memory_mib=gpu_memory, cpu_millis=cpu_millis, memory_bytes=memory,
                 pods=pods, gpu_model=labels.get("nvidia.com/gpu.product") or None, labels=kept, ready=ready,
-                unschedulable=unschedulable, taints=taints)
+                unschedulable=unschedulable, taints=taints, mig=instances)
 
 
 # ---------------------------------------------------------------------------------------------- queues
@@ -423,11 +443,16 @@ def convert_pod_group(obj: dict, pcs: PriorityClasses, warn: _Warnings) -> _Grou
     pc_name = spec.get("priorityClassName")
     if pc_name is not None and not isinstance(pc_name, str):
         raise BadField("spec.priorityClassName", f"expected a string, got {pc_name!r}")
+    if pc_name and pc_name not in pcs.values:
+        warn.add("PodGroup", ns, name, "spec.priorityClassName",
+                 f"PriorityClass {pc_name!r} does not exist; KAI uses the default priority {pcs.default}",
+                 skipped=False)
     uid = _dict(obj, "metadata").get("uid")
     job = Job(name=name, namespace=ns, queue=queue, priority=pcs.value(pc_name),
               preemptible=_preemptible(spec.get("preemptibility"), "spec.preemptibility"),
               min_available=min_member, creation_time=_creation_time(obj) or 0.0,
               uid=uid if isinstance(uid, str) and uid else None)
+    job.topology = topology_constraint(spec)
     group = _Group(job=job)
     subgroups = spec.get("subGroups") or []
     if not isinstance(subgroups, list):
@@ -846,6 +871,8 @@ class IncrementalConverter:
                                                 f"got {idx!r}", True)]
             return
         sched = _dict(obj, "spec").get("schedulerName") or "default-scheduler"
+        if pod.phase == "Succeeded" and not _dict(obj, "spec") and ANN_POD_GROUP in pod.annotations:
+            sched = self.scheduler_name   # KAI >= v0.17 compacts a Succeeded pod to name, phase, PodGroup
         if sched != self.scheduler_name:
             e.kind = "external"
             return
@@ -1004,7 +1031,14 @@ class IncrementalConverter:
         self._reserved = reserved
 
         # this snapshot's nodes: fresh copies of the templates, with other schedulers' pods as external load
-        node_keys = {k for k, c in self._node_keys.items() if c > 0}
+        topologies = []
+        for _, obj in _keyed(get("topologies")):
+            try:
+                topologies.append(convert_topology(obj))
+            except BadField as exc:
+                ns, name = _meta(obj)
+                warn.add("Topology", ns, name, exc.field, exc.message)
+        node_keys = {k for k, c in self._node_keys.items() if c > 0} | level_labels(topologies)
         pod_keys = {k for k, c in self._pod_keys.items() if c > 0}
         raw_labels = self._node_raw_labels if node_keys else {}
         nodes = {}
@@ -1012,7 +1046,7 @@ class IncrementalConverter:
             node = nodes[name] = _clone(t)
             node.external = _clone(t.external)
             extra = raw_labels.get(name)
-            if extra:  # labels that some pod's selector, affinity or topology key reads are kept too
+            if extra:  # labels that some pod's selector, affinity or topology key, or a Topology, reads are kept too
                 picked = {k: extra[k] for k in node_keys if k in extra and k not in t.labels}
                 if picked:
                     node.labels = {**t.labels, **picked}
@@ -1065,7 +1099,7 @@ class IncrementalConverter:
             external_pods += _tasks_to_external(results[key].external, nodes)
         conditions = {results[key].job.key: results[key].conditions for key in sorted(self._flagged["conditions"])}
         snap = Snapshot(nodes=list(nodes.values()), queues=queues, jobs=jobs, config=self.config or SchedulerConfig(),
-                        time=time)
+                        time=time, topologies=topologies)
         if "configmaps" in available:  # KAI's ConfigMap predicate needs to know which exist
             snap.config_maps = sorted({f"{ns or 'default'}/{name}" for _, obj in _keyed(get("configmaps"))
                                        for ns, name in [_meta(obj)] if name})
@@ -1387,6 +1421,8 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
                 cpu_millis=pod.requests.get("cpu", 0.0) * 1000, memory_bytes=pod.requests.get("memory", 0.0),
                 status=status, node=node, creation_time=created, constraints=pod.constraints,
                 uid=uid if isinstance(uid, str) and uid else None)
+    if not pod.requests.get(GPU_RESOURCE) and gpu_mem is None:  # MIG instances only: placed per profile
+        task.mig = mig_requested(pod.requests)
     sg = pod.labels.get(LABEL_SUBGROUP)
     if sg:
         if sg in group.subgroup_names:

@@ -14,7 +14,9 @@ node                        Node: allocatable ``cpu`` / ``memory`` / ``pods`` / 
 config_maps                 ConfigMaps
 queue                       Queue ``scheduling.run.ai/v2`` (memory quota/limit in MB, as the CRD has it)
 job                         PodGroup ``scheduling.run.ai/v2alpha2`` (minMember, queue, priority class,
-                            preemptibility, subGroups, KAI's timestamp annotations and durations)
+                            preemptibility, subGroups, KAI's timestamp annotations and durations,
+                            ``topologyConstraint``)
+topologies                  Topology ``kai.scheduler/v1alpha1`` (levels: node label, alias)
 job priority                PriorityClass: KAI's ``train`` 50, ``build-preemptible`` 75, ``build`` 100,
                             ``inference`` 125, else ``kaidash-priority-<value>``
 task                        Pod of ``kai-scheduler`` with the ``pod-group-name`` annotation, the queue label,
@@ -55,7 +57,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..model import (ExternalPod, HostPort, Job, LabelSelector, Node, PodAffinityTerm, PodConstraints, Queue,
-                     SchedulerConfig, Snapshot, Task, has_gpu_memory_value)
+                     SchedulerConfig, Snapshot, Task, Topology, has_gpu_memory_value, mig_gpu_total)
 from ..snapshot_io import requirement_to_dict
 
 MEMBER = "snapshot.json"
@@ -189,7 +191,10 @@ def node_object(n: Node, time: float) -> dict:
     labels = {"kubernetes.io/hostname": n.name, **n.labels}
     alloc = {"cpu": _millis(n.cpu_millis), "memory": _bytes(n.memory_bytes), "pods": str(n.pods)}
     if n.gpus:
-        alloc["nvidia.com/gpu"] = str(n.gpus)
+        whole = n.gpus - mig_gpu_total(n.mig)  # MIG instances are their own resources
+        alloc["nvidia.com/gpu"] = str(whole)
+        for prof, count in sorted(n.mig.items()):
+            alloc[f"nvidia.com/mig-{prof}"] = str(count)
         labels["nvidia.com/gpu.count"] = str(n.gpus)
         labels["nvidia.com/gpu.present"] = "true"
         if has_gpu_memory_value(n.gpu_memory_mib):  # KAI's 100 MiB default stands for "no label"
@@ -371,6 +376,11 @@ def pod_group_object(job: Job, ns: str, uid: str) -> dict:
         spec["preemptionDelay"] = _go_duration(job.preemption_delay_s)
     if job.stale_grace_period_s is not None:
         spec["stalenessGracePeriod"] = _go_duration(job.stale_grace_period_s)
+    if job.topology is not None:
+        c = job.topology
+        spec["topologyConstraint"] = {"topology": c.topology,
+                                      **({"requiredTopologyLevel": c.required_level} if c.required_level else {}),
+                                      **({"preferredTopologyLevel": c.preferred_level} if c.preferred_level else {})}
     ann = {}
     for attr, key in (("last_start_time", "kai.scheduler/last-start-timestamp"),
                       ("stale_since", "kai.scheduler/stale-podgroup-timestamp"),
@@ -387,7 +397,10 @@ def pod_group_object(job: Job, ns: str, uid: str) -> dict:
 def _requests(t: Task) -> tuple[dict, dict]:
     requests = {"cpu": _millis(t.cpu_millis), "memory": _bytes(t.memory_bytes)}
     limits = {}
-    if t.gpu_memory_mib is None and t.gpu >= 1:
+    if t.mig:
+        for prof, count in sorted(t.mig.items()):
+            requests[f"nvidia.com/mig-{prof}"] = limits[f"nvidia.com/mig-{prof}"] = str(count)
+    elif t.gpu_memory_mib is None and t.gpu >= 1:
         requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(int(t.gpu))
     return requests, limits
 
@@ -534,6 +547,14 @@ def kai_scheduler_params(cfg: SchedulerConfig, node_pool_key: str = NODE_POOL_LA
 
 # ---------------------------------------------------------------------------------------------- document
 
+def topology_object(t: Topology, time: float) -> dict:
+    """A ``Topology`` (``kai.scheduler/v1alpha1``, cluster-scoped)."""
+    levels = [{"nodeLabel": lv.node_label, **({"alias": lv.alias} if lv.alias else {})} for lv in t.levels]
+    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+            "metadata": _meta(t.name, None, str(uuid.uuid5(_UUID_NS, f"topology/{t.name}")), time),
+            "spec": {"levels": levels}}
+
+
 def export_kai_document(snap: Snapshot) -> dict:
     """The ``snapshot.json`` document of a KAI ``/get-snapshot`` zip for ``snap``."""
     time = snap.time
@@ -578,7 +599,8 @@ def export_kai_document(snap: Snapshot) -> dict:
            "priorityClasses": [priority_class_object(v) for v in values],
            "configMaps": config_maps, "persistentVolumes": [], "persistentVolumeClaims": [],
            "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [], "resourceClaims": [],
-           "resourceSlices": [], "deviceClasses": [], "topologies": [], "nodeResourceTopologies": []}
+           "resourceSlices": [], "deviceClasses": [], "topologies": [topology_object(t, time) for t in snap.topologies],
+           "nodeResourceTopologies": []}
     # kaidash schedules every node together; KAI's default shard skips nodes carrying the node-pool label, so a
     # snapshot that uses the label is exported without node-pool partitioning.
     params = kai_scheduler_params(snap.config, "" if pool_labelled else NODE_POOL_LABEL)

@@ -40,8 +40,9 @@ from .warnings import SourceWarning
 
 MEMBER = "snapshot.json"
 RAW_KEYS = {"nodes": "nodes", "pods": "pods", "queues": "queues", "podGroups": "podgroups",
-            "priorityClasses": "priorityclasses", "bindRequests": "bindrequests", "configMaps": "configmaps"}
-"""``rawObjects`` keys kaidash reads → :class:`RawObjects` fields; the others (storage, DRA, topology) are ignored."""
+            "priorityClasses": "priorityclasses", "bindRequests": "bindrequests", "configMaps": "configmaps",
+            "topologies": "topologies"}
+"""``rawObjects`` keys kaidash reads → :class:`RawObjects` fields; the others (storage, DRA) are ignored."""
 
 NS_PER_S = 1e9
 
