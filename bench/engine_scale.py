@@ -5,6 +5,7 @@
     python -m bench.engine_scale --size large --repeat 5 --profile
     python -m bench.engine_scale --actions all     # KAI's five actions per session
     python -m bench.engine_scale --size dashboard --actions all   # the dashboard's default 64-node scenario
+    python -m bench.engine_scale --size 1k --actions all --kai-tool /path/to/snapshot-tool   # vs KAI's CPU
     python -m bench.engine_scale --size small --topology          # racks + every pending job constrained
     python -m bench.engine_scale --size small --topology gangs    # racks + the gangs need one rack
 
@@ -13,6 +14,9 @@ Sizes (design.md budgets):
 - ``small``: 100 nodes × 8 GPUs, 500 pending jobs (mostly 1-GPU, some fractions, 2×2-GPU gangs and CPU
   jobs), 4 leaf queues under 2 departments. Budget ≤ 50 ms; KAI's Go micro-benchmark for 100 nodes / 500
   jobs takes 150–190 ms.
+- ``1k``: 1,000 nodes, the ``large`` cluster scaled down (32,500 running pods, 2,270 pending jobs). With
+  ``--actions all`` it is the eviction actions' scale check: ``--kai-zip FILE`` writes the same cluster as a KAI
+  ``/get-snapshot`` zip so KAI's ``snapshot-tool`` can decide it too (docs/actions.md, *Performance*).
 - ``large``: 4,000 nodes × 8 GPUs, 140,000 pods of which 10,000 pending, 50 leaf queues under 10
   departments. Budget ≤ 1 s; KAI reports 1–2.4 s per cycle on a 4,000-node / 140,000-pod snapshot.
 
@@ -25,11 +29,17 @@ process CPU time is the steadier figure.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
+import subprocess
+import tempfile
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
+from scheduler import actions as action_registry
 from scheduler.engine import run_session
 from scheduler.model import (ACTIONS, Job, Node, Queue, QueueResource, Snapshot, Task, Topology, TopologyConstraint,
                              TopologyLevel)
@@ -119,6 +129,7 @@ def make_cluster(nodes: int, running_pods: int, pending_jobs: int, departments: 
 
 SIZES = {
     "small": dict(nodes=100, running_pods=0, pending_jobs=500, departments=2, teams=2),
+    "1k": dict(nodes=1000, running_pods=32_500, pending_jobs=2_270, departments=10, teams=5),
     "large": dict(nodes=4000, running_pods=130_000, pending_jobs=9_090, departments=10, teams=5),
 }
 
@@ -137,6 +148,51 @@ def with_gpu_placement(snap: Snapshot, strategy: str) -> Snapshot:
     doc = snapshot_to_dict(snap)
     doc.setdefault("config", {}).setdefault("placement", {})["gpu"] = strategy
     return snapshot_from_dict(doc)
+
+
+@contextmanager
+def action_cpu_ms(into: dict):
+    """Record each action's process CPU time (ms) in ``into`` while the block runs (the engine's own
+    ``timings_ms`` are wall clock, inflated on a loaded machine)."""
+    action_registry._load()
+    saved = dict(action_registry._REGISTRY)
+
+    def timed(name, fn):
+        def run(session):
+            c0 = time.process_time()
+            try:
+                fn(session)
+            finally:
+                into[f"cpu_{name}"] = (time.process_time() - c0) * 1e3
+        return run
+
+    for name, fn in saved.items():
+        action_registry._REGISTRY[name] = timed(name, fn)
+    try:
+        yield into
+    finally:
+        action_registry._REGISTRY.clear()
+        action_registry._REGISTRY.update(saved)
+
+
+def kai_session_cpu_ms(snap: Snapshot, tool: str, repeat: int) -> list[float]:
+    """CPU time (user + system, ms) of KAI's ``snapshot-tool`` deciding ``snap`` exported as a KAI
+    ``/get-snapshot`` zip, one figure per run. The tool loads the zip, opens a session and runs the
+    snapshot's action list (its own log at verbosity 0)."""
+    from scheduler.sources.kai_export import write_kai_zip
+
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cluster.zip")
+        write_kai_zip(snap, path)
+        for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            proc = subprocess.run([tool, "--filename", path, "--verbosity", "0"], capture_output=True, text=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if proc.returncode != 0:
+                raise SystemExit(f"{tool} failed on the exported zip: {proc.stderr[-2000:]}")
+            out.append(((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1e3)
+    return out
 
 
 def with_topology(snap: Snapshot, rack_nodes: int = 8, racks_per_zone: int = 4, jobs: str = "all") -> Snapshot:
@@ -162,23 +218,31 @@ def with_topology(snap: Snapshot, rack_nodes: int = 8, racks_per_zone: int = 4, 
 
 
 def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allocate",),
-          placement_gpu: str | None = None, topology: str | None = None) -> dict:
+          placement_gpu: str | None = None, topology: str | None = None, kai_tool: str | None = None,
+          kai_zip: str | None = None) -> dict:
     snap = dashboard_cluster() if size == "dashboard" else make_cluster(**SIZES[size])
     if topology:
         snap = with_topology(snap, jobs=topology)
     if placement_gpu:
         snap = with_gpu_placement(snap, placement_gpu)
     actions = list(actions)
+    snap.config.actions = actions
+    if kai_zip:
+        from scheduler.sources.kai_export import write_kai_zip
+
+        write_kai_zip(snap, kai_zip)
     pods = sum(len(j.tasks) for j in snap.jobs)
     pending = sum(1 for _, t in snap.iter_tasks() if t.status == "pending")
     runs = []
     result = None
     for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = run_session(snap, actions)
-        wall = (time.perf_counter() - t0) * 1e3
-        cpu = (time.process_time() - c0) * 1e3
-        runs.append(dict(result.timings_ms, wall=wall, cpu=cpu))
+        cpu_by_action: dict = {}
+        with action_cpu_ms(cpu_by_action):
+            t0, c0 = time.perf_counter(), time.process_time()
+            result = run_session(snap, actions)
+            wall = (time.perf_counter() - t0) * 1e3
+            cpu = (time.process_time() - c0) * 1e3
+        runs.append(dict(result.timings_ms, wall=wall, cpu=cpu, **cpu_by_action))
     placed = sum(1 for d in result.tasks.values() if d.status in ("binding", "pipelined")) - \
         sum(1 for _, t in snap.iter_tasks() if t.status in ("binding", "pipelined"))
     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -187,9 +251,17 @@ def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allo
           f"{len(snap.queues)} queues; actions {','.join(actions)}; placement.gpu "
           f"{snap.config.placement.gpu}; topology {topology or 'off'}; {placed} tasks placed; "
           f"median of {repeat} runs:")
-    for key in ("fair_share", "session_open", *actions, "session", "result", "total", "wall", "cpu"):
+    for key in ("fair_share", "session_open", *actions, "session", "result", "total", "wall", "cpu",
+                *(f"cpu_{a}" for a in actions)):
         if key in med:
             print(f"  {key:<18} {med[key]:9.1f} ms")
+    if kai_tool:
+        kai = kai_session_cpu_ms(snap, kai_tool, max(1, min(repeat, 5)))
+        med["kai_cpu"] = statistics.median(kai)
+        print(f"  KAI snapshot-tool, whole session, process CPU: median {med['kai_cpu']:.1f} ms of {len(kai)} runs")
+        for a in ("consolidation",):
+            if f"cpu_{a}" in med:
+                print(f"  kaidash {a} CPU / KAI session CPU: {med[f'cpu_{a}'] / med['kai_cpu']:.3f}")
     if profile:
         import cProfile
         import pstats
@@ -202,13 +274,17 @@ def bench(size: str, repeat: int, profile: bool = False, actions: tuple = ("allo
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", choices=("small", "large", "both", "dashboard"), default="both",
+    parser.add_argument("--size", choices=("small", "1k", "large", "both", "dashboard"), default="both",
                         help="'dashboard' = the dashboard's default 64-node synthetic scenario")
     parser.add_argument("--repeat", type=int, default=0, help="runs per size (default 20 small, 5 large)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one run")
     parser.add_argument("--actions", default="allocate",
                         help="comma-separated actions per session (default allocate, the budgeted work; "
                              "'all' = KAI's five)")
+    parser.add_argument("--kai-tool", default=None, metavar="BIN",
+                        help="also time KAI's snapshot-tool (process CPU) on the same cluster as a KAI zip")
+    parser.add_argument("--kai-zip", default=None, metavar="FILE",
+                        help="write the cluster (with the --actions list) as a KAI /get-snapshot zip")
     parser.add_argument("--placement-gpu", default=None,
                         help="override config.placement.gpu (binpack, spread, fragaware)")
     parser.add_argument("--topology", nargs="?", const="all", choices=("all", "gangs"), default=None,
@@ -217,8 +293,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     actions = tuple(ACTIONS) if args.actions == "all" else tuple(a for a in args.actions.split(",") if a)
     for size in (("small", "large") if args.size == "both" else (args.size,)):
-        bench(size, args.repeat or (5 if size == "large" else 20), args.profile, actions, args.placement_gpu,
-              args.topology)
+        bench(size, args.repeat or (5 if size in ("large", "1k") else 20), args.profile, actions, args.placement_gpu,
+              args.topology, args.kai_tool, args.kai_zip)
 
 
 if __name__ == "__main__":

@@ -238,6 +238,9 @@ def run_seed(seed: int, opts: dict) -> dict:
                 cmp = compare(kd, kai[0], features)
                 record.update(equal=cmp["equal"], identical=cmp["identical"], diffs=cmp["diffs"],
                               matches_other_kai_run=any(compare(kd, k, {})["identical"] for k in kai[1:]))
+                if record["kai_nondeterministic"]:
+                    # the other runs' evictions, so that eviction agreement can be read against each KAI outcome
+                    record["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
                 record["status"] = "ok"
                 if not cmp["identical"] and opts.get("keep"):
                     _keep(opts["keep"], seed, zpath, runs[0].log, record)

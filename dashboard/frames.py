@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping, Optional
 import numpy as np
 import pandas as pd
 
+from scheduler.decisions import ScheduleResult, eviction_notes
 from scheduler.model import ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task
 
 EPS = 1e-6
@@ -191,7 +192,7 @@ def jobs_frame(snapshot: Snapshot, result: Any = None, queues: Optional[Iterable
 # ----------------------------------------------------------------------------------------------- pending
 
 PENDING_COLUMNS = ["job", "queue", "priority", "pending_tasks", "min_available", "gpus_requested", "wait_s",
-                   "reason", "message", "counterfactual", "queue_allocated", "queue_fair_share", "queue_limit"]
+                   "reason", "message", "counterfactual", "eviction", "queue_allocated", "queue_fair_share", "queue_limit"]
 
 
 def _explanation_fields(exp: Any) -> dict:
@@ -206,15 +207,17 @@ def _explanation_fields(exp: Any) -> dict:
     cf = get("counterfactual")
     if cf is not None and not isinstance(cf, str):
         cf = getattr(cf, "text", None) or getattr(cf, "message", None) or str(cf)
-    return {k: v for k, v in (("reason", get("reason")), ("message", get("message")), ("counterfactual", cf))
-            if v is not None}
+    return {k: v for k, v in (("reason", get("reason")), ("message", get("message")), ("counterfactual", cf),
+                              ("eviction", get("eviction") or None)) if v is not None}
 
 
 def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional[Mapping[str, Any]] = None,
                   resource: str = "gpu") -> pd.DataFrame:
     """Every job with a pending task, longest wait first: the engine's reason and message, the explainer's
-    counterfactual, and the queue numbers behind the reason."""
+    counterfactual, the eviction scenarios behind its outcome (victims it evicts, or why its searches found
+    none), and the queue numbers behind the reason."""
     decisions = getattr(result, "jobs", None) or {}
+    notes = eviction_notes(result) if isinstance(result, ScheduleResult) else {}
     explanations = explanations or {}
     stats = queue_stats_of(snapshot, result, resource) if snapshot.queues else {}
     node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
@@ -225,7 +228,7 @@ def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional
         if not waiting:
             continue
         dec = decisions.get(job.key)
-        fields = {"reason": "", "message": "", "counterfactual": ""}
+        fields = {"reason": "", "message": "", "counterfactual": "", "eviction": notes.get(job.key, "")}
         if dec is not None:
             fields.update(reason=dec.reason or "", message=dec.message or "")
         fields.update(_explanation_fields(explanations.get(job.key)))

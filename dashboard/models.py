@@ -605,7 +605,7 @@ class WhatIfModel(ViewModel):
     def job_changes(self) -> pd.DataFrame:
         if self.diff is None:
             return pd.DataFrame(columns=["job", "queue", "before", "after"])
-        return pd.DataFrame(self.diff.job_changes(), columns=["job", "queue", "before", "after"])
+        return pd.DataFrame(self.diff.job_changes(), columns=["job", "queue", "before", "after", "explanation"])
 
     def nothing_started(self) -> Optional[str]:
         """When the change starts (or stops) no job: why, in words; ``None`` when it did change outcomes."""

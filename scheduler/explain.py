@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
-from .decisions import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT, PIPELINED, ScheduleResult
+from .decisions import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT, PIPELINED, ScheduleResult, eviction_notes
 from .session.predicates import matches_node, untolerated_taints
 from .fairshare import compute_fair_share
 from .model import ACTIVE_ALLOCATED_STATUSES, ALLOCATED_STATUSES, ExternalUsage, Job, Node, Snapshot, Task
@@ -60,11 +60,14 @@ class PendingExplanation:
     numbers: dict[str, Any] = field(default_factory=dict)
     counterfactual: Optional[Counterfactual] = None
     search_ms: float = 0.0
+    eviction: str = ""
+    """The eviction scenarios behind the job's outcome (:func:`~scheduler.decisions.eviction_notes`): the victims
+    it evicts or moves and why that set, or why its victim searches found none."""
 
     def to_dict(self) -> dict[str, Any]:
         cf = self.counterfactual
         return {"job": self.job, "queue": self.queue, "reason": self.reason, "message": self.message,
-                "numbers": self.numbers, "search_ms": round(self.search_ms, 3),
+                "numbers": self.numbers, "search_ms": round(self.search_ms, 3), "eviction": self.eviction,
                 "counterfactual": None if cf is None else {
                     "kind": cf.kind, "message": cf.message, "queue": cf.queue, "node": cf.node,
                     "resource": cf.resource, "amount": cf.amount, "verified": cf.verified, "jobs": cf.jobs,
@@ -159,6 +162,7 @@ class _Explainer:
         self.probe_s = 0.0
         self.cache: dict[tuple, ScheduleResult] = {}
         self.budget_hit = False
+        self.eviction_notes = eviction_notes(result)
 
     def free_whole(self) -> dict[str, int]:
         if self._free_whole is None:
@@ -194,7 +198,7 @@ class _Explainer:
         queue = job.queue if job else decision.details.get("queue", "?")
         exp = PendingExplanation(job=key, queue=queue, reason=decision.reason,
                                  message=decision.message or (decision.reason or "waiting"),
-                                 numbers=dict(decision.details))
+                                 numbers=dict(decision.details), eviction=self.eviction_notes.get(key, ""))
         if job is None:
             return exp
         tasks = tasks_to_place(job)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from . import placement as _placement  # noqa: F401  registers strategies (fragaware) in PLACEMENT_STRATEGIES
+from .decisions import eviction_notes
 from .errors import SnapshotError
 from .fairshare import cluster_total, compute_fair_share, fair_share_table
 from .model import (
@@ -172,14 +173,15 @@ class WhatIf:
 
     def apply_with_notes(self, snapshot: Snapshot) -> tuple[Snapshot, dict[str, list[str]]]:
         """Like :meth:`apply`, also returning what it did: ``{"nodes_added", "nodes_removed", "tasks_displaced",
-        "jobs_cloned", "jobs_dropped"}`` (names)."""
+        "jobs_cloned", "jobs_dropped", "actions_removed"}`` (names; ``actions_removed`` only when spread
+        placement took consolidation out of the action list, as KAI's operator does)."""
         self._validate(snapshot)
         snap = copy.copy(snapshot)
         snap.nodes, snap.queues, snap.jobs = list(snapshot.nodes), list(snapshot.queues), list(snapshot.jobs)
         snap.config = copy.deepcopy(snapshot.config)
         snap.usage = copy.deepcopy(snapshot.usage)
         notes: dict[str, list[str]] = {"nodes_added": [], "nodes_removed": [], "tasks_displaced": [],
-                                       "jobs_cloned": [], "jobs_dropped": []}
+                                       "jobs_cloned": [], "jobs_dropped": [], "actions_removed": []}
         position = {q.name: i for i, q in enumerate(snap.queues)}
         for name, q in self.queues.items():
             queue = snap.queues[position[name]] = copy.deepcopy(snap.queues[position[name]])
@@ -200,6 +202,11 @@ class WhatIf:
             snap.config.placement.gpu = self.placement_gpu
         if self.placement_cpu:
             snap.config.placement.cpu = self.placement_cpu
+        if (self.placement_gpu == "spread" or self.placement_cpu == "spread") and "consolidation" in snap.config.actions:
+            # KAI's operator writes no consolidation action for a shard with spread placement
+            # (pkg/apis/kai/v1/schedulingshard_types.go); a shard switched to spread runs without it.
+            snap.config.actions = [a for a in snap.config.actions if a != "consolidation"]
+            notes["actions_removed"] = ["consolidation"]
         if self.gpu_device_order:
             snap.config.gpu_device_order = self.gpu_device_order
         if self.k_value is not None:
@@ -354,6 +361,9 @@ class Outcome:
     run_ms: float = 0.0
     waiting: dict[str, tuple[str, str]] = field(default_factory=dict)
     """Jobs still waiting at the end: ``{job: (reason, message)}`` from the last cycle's decisions."""
+    eviction_notes: dict[str, str] = field(default_factory=dict)
+    """Per job key, the eviction scenarios the cycles made for or against it (first cycle's note per job,
+    :func:`~scheduler.decisions.eviction_notes`)."""
 
     @property
     def gpu_utilisation(self) -> float:
@@ -492,6 +502,7 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
     current = snapshot
     last = snapshot
     evicted_tasks: dict[str, str] = {}
+    notes: dict[str, str] = {}
     ran = 0
     result = None
     for _ in range(max(1, cycles)):
@@ -500,6 +511,9 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
         last = result.snapshot
         for ev in result.evicted:
             evicted_tasks.setdefault(ev.task, ev.job)
+        if result.evicted:
+            for key, text in eviction_notes(result).items():
+                notes.setdefault(key, text)
         if not result.evicted and _task_state(last) == _task_state(current):
             break
         current = advance(last)
@@ -521,7 +535,7 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
                    evicted=_per_queue(current, evicted), pending=_per_queue(current, pending),
                    gpu_allocated=allocated_gpus(current), gpu_total=cluster_total(current)["gpu"],
                    fragmentation=fragmentation(current), cycles_run=ran,
-                   run_ms=(time.perf_counter() - t0) * 1000, waiting=waiting)
+                   run_ms=(time.perf_counter() - t0) * 1000, waiting=waiting, eviction_notes=notes)
 
 
 @dataclass
@@ -563,7 +577,9 @@ class WhatIfDiff:
         return out
 
     def job_changes(self) -> list[dict[str, Any]]:
-        """Jobs whose end state differs: ``{job, queue, before, after}`` with ``started``/``pending``/``absent``."""
+        """Jobs whose end state differs: ``{job, queue, before, after, explanation}`` with
+        ``started``/``pending``/``absent``; ``explanation``: the eviction scenarios behind the change (the
+        modified side's, else the base side's prefixed ``before:``; empty when no eviction was involved)."""
         def states(o: Outcome) -> dict[str, tuple[str, str]]:
             return {j.key: (j.queue, "started" if _job_started(j) else "pending") for j in o.snapshot.jobs}
         b, a = states(self.before), states(self.after)
@@ -571,8 +587,16 @@ class WhatIfDiff:
         for key in sorted(set(b) | set(a)):
             sb, sa = b.get(key, (None, "absent")), a.get(key, (None, "absent"))
             if sb[1] != sa[1]:
-                rows.append({"job": key, "queue": sa[0] or sb[0], "before": sb[1], "after": sa[1]})
+                rows.append({"job": key, "queue": sa[0] or sb[0], "before": sb[1], "after": sa[1],
+                             "explanation": self._eviction_note(key)})
         return rows
+
+    def _eviction_note(self, key: str) -> str:
+        after = self.after.eviction_notes.get(key)
+        if after:
+            return after
+        before = self.before.eviction_notes.get(key)
+        return f"before: {before}" if before else ""
 
     def to_frames(self) -> dict[str, "pd.DataFrame"]:
         """``{"queues", "summary", "jobs"}`` pandas frames for tables (imports pandas lazily)."""
@@ -580,7 +604,7 @@ class WhatIfDiff:
 
         queues = pd.DataFrame(self.queue_rows()).set_index("queue") if self.before.fair_share else pd.DataFrame()
         summary = pd.DataFrame([{"metric": k, "before": v[0], "after": v[1]} for k, v in self.summary().items()])
-        jobs = pd.DataFrame(self.job_changes(), columns=["job", "queue", "before", "after"])
+        jobs = pd.DataFrame(self.job_changes(), columns=["job", "queue", "before", "after", "explanation"])
         return {"queues": queues, "summary": summary.set_index("metric"), "jobs": jobs}
 
     def save(self, path: str | Path) -> None:

@@ -96,3 +96,19 @@ def test_without_kai_the_tool_checks_kaidash_invariants(capsys):
     assert main(["--seeds", "2..3"]) == 0
     out = capsys.readouterr().out
     assert "kaidash only (no --snapshot-tool): 2 clusters ran" in out and "invariants hold" in out
+
+
+def test_eviction_pairs_read_against_the_kai_run_closest_to_kaidash():
+    from bench.kai_diff_evictions import eviction_pairs, figures
+
+    record = {"status": "ok", "seed": 1, "identical": False, "matches_other_kai_run": True,
+              "equal": {"evict": False},
+              "kaidash": {"evicted": {"a": "reclaim", "b": "reclaim"}},
+              "kai": {"evicted": {"c": "reclaim"}},
+              "kai_other_evicted": [{"a": "reclaim"}, {"a": "reclaim", "b": "reclaim"}]}
+    assert eviction_pairs(record) == (2, 2)              # the third KAI run decided as kaidash
+    deterministic = dict(record, kai_other_evicted=None)
+    assert eviction_pairs(deterministic) == (0, 3)       # one KAI outcome: a, b kaidash only, c KAI only
+    f = figures([record, dict(deterministic, seed=2, matches_other_kai_run=False)])
+    assert (f["pairs_equal"], f["pairs"], f["evictions_equal"]) == (2, 5, 1)
+    assert f["failing_seeds"] == [2]

@@ -102,13 +102,12 @@ def _simulate_every_pruned_scenario(monkeypatch):
     may_succeed, may_ever_succeed, solve = (solver_mod.Solver._may_succeed, solver_mod.Solver._may_ever_succeed,
                                             solver_mod.Solver.solve)
 
-    def checked(self, own, picked, deltas, must):
-        ok = may_succeed(self, own, picked, deltas, must)
+    def checked(self, own, sc):
+        ok = may_succeed(self, own, sc)
         if not ok:
-            j = self._preemptor
-            solution = self._simulate(j, [self._batches[k] for k in picked])
+            solution = self._simulate(sc, self.probe_nodes, self.probe_request)
             if solution is not None:
-                wrong.append((self.action, self.s.jobs[j].key, [b.job for b in solution.batches]))
+                wrong.append((self.action, self.s.jobs[self._j].key, [b.job for b in solution.batches]))
                 solution.statement.discard()
         return ok
 

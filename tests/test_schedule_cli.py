@@ -28,7 +28,7 @@ def snap_file(tmp_path):
 def test_json_contract(snap_file, capsys):
     assert main(["schedule", str(snap_file), "--actions", "allocate", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"fair_share", "tasks", "jobs", "evicted", "timings_ms"}
+    assert set(doc) == {"fair_share", "tasks", "jobs", "evicted", "evictions", "timings_ms"}
     # quota 2 of 2.5 requested GPUs; nothing requests CPU or memory, so their fair share is 0 (§b.3)
     assert doc["fair_share"]["team"] == {"gpu": 2.0, "cpu": 0.0, "memory": 0.0}
     assert doc["tasks"]["a-0"] == {"status": "binding", "node": "n1", "gpu_group": "n1-gpu0-0", "gpu_index": 0,
@@ -39,6 +39,7 @@ def test_json_contract(snap_file, capsys):
     assert doc["jobs"]["b"]["reason"] == "PodSchedulingErrors"
     assert "need 2, max free 1" in doc["jobs"]["b"]["message"]
     assert doc["evicted"] == []
+    assert doc["evictions"] == []
     assert {"fair_share", "allocate", "total"} <= set(doc["timings_ms"])
 
 

@@ -64,11 +64,22 @@ def test_with_signatures_off_every_job_is_tried_and_the_decisions_are_the_same()
     assert s.status[s.task_index["r3-0"]] == "pipelined"
 
 
-def test_signature_is_priority_preemptibility_and_pod_set_sizes_not_requests():
+def test_signature_is_the_pods_priority_and_constraints_not_requests():
     s = _reclaim(True)
     j = s.job_index
-    assert job_signature(s, j["r1"]) == job_signature(s, j["r2"]) == job_signature(s, j["r3"]) == (50, True, (1,))
-    assert job_signature(s, j["r4"]) == (40, True, (1,))
+    assert job_signature(s, j["r1"]) == job_signature(s, j["r2"]) == job_signature(s, j["r3"]) == (((50,),),)
+    assert job_signature(s, j["r4"]) == (((40,),),)
+
+
+def test_signature_counts_the_pods_waiting_at_session_open():
+    """KAI caches a pod group's signature when the session opens: a gang whose pods allocate placed keeps the
+    signature of its pending pods (``cluster_info.go`` logs it before any action)."""
+    s = _reclaim(True)
+    j = s.job_index["r1"]
+    before = job_signature(s, j)
+    s.signature_cache.clear()
+    s.status[s.task_index["r1-0"]] = "binding"   # as if allocate had placed it
+    assert job_signature(s, j) == before
 
 
 # Requests are (GPUs, GPU memory MiB, CPU millis, memory bytes), sorted ascending.

@@ -47,6 +47,16 @@ def test_queue_overrides_apply_to_a_copy():
     assert snapshot_to_dict(snap) == before  # input untouched
 
 
+def test_spread_placement_takes_consolidation_out_of_the_actions_as_kais_operator_does():
+    snap = base_snapshot()
+    out, notes = WhatIf(placement_gpu="spread").apply_with_notes(snap)
+    assert "consolidation" not in out.config.actions and notes["actions_removed"] == ["consolidation"]
+    assert out.config.actions == [a for a in snap.config.actions if a != "consolidation"]
+    assert "consolidation" in snap.config.actions   # input untouched
+    out, notes = WhatIf(placement_gpu="binpack").apply_with_notes(snap)
+    assert "consolidation" in out.config.actions and notes["actions_removed"] == []
+
+
 def test_add_nodes_clones_the_pools_first_node():
     out, notes = WhatIf(nodes={"a": 2}).apply_with_notes(base_snapshot())
     assert notes["nodes_added"] == ["a-whatif-1", "a-whatif-2"]
@@ -194,7 +204,7 @@ def test_adding_a_node_starts_the_last_pending_job():
     assert (diff.before.cycles_run, diff.after.cycles_run) == (4, 5)
     assert diff.before.gpu_utilisation == 1.0            # 4 of 4
     assert diff.after.gpu_utilisation == 5 / 8
-    assert diff.job_changes() == [{"job": "p3", "queue": "q2", "before": "pending", "after": "started"}]
+    assert diff.job_changes() == [{"job": "p3", "queue": "q2", "before": "pending", "after": "started", "explanation": ""}]
     assert snap.job_map()["p0"].tasks[0].status == "pending"  # input untouched
 
 
@@ -245,7 +255,7 @@ def test_engine_adding_a_node_starts_the_second_job():
     assert (diff.after.started, diff.after.pending) == ({"q": 2}, {"q": 0})
     assert diff.before.gpu_utilisation == 1.0 and diff.after.gpu_utilisation == 1.0
     assert diff.summary()["gpu_allocated"] == (4, 8)
-    assert diff.job_changes() == [{"job": "p1", "queue": "q", "before": "pending", "after": "started"}]
+    assert diff.job_changes() == [{"job": "p1", "queue": "q", "before": "pending", "after": "started", "explanation": ""}]
     assert diff.after.fragmentation["common_pending_shape"] is None
     assert diff.before.fragmentation["common_pending_shape"] == "4 GPUs"
 
@@ -254,7 +264,7 @@ def test_engine_demand_half_and_limit():
     # Demand x0.5 keeps p0 and drops p1: nothing left pending.
     diff = run_whatif(two_big_jobs(), WhatIf(demand_scale=0.5))
     assert diff.after.pending == {"q": 0} and diff.after.started == {"q": 1}
-    assert diff.job_changes() == [{"job": "p1", "queue": "q", "before": "pending", "after": "absent"}]
+    assert diff.job_changes() == [{"job": "p1", "queue": "q", "before": "pending", "after": "absent", "explanation": ""}]
     # A GPU limit of 2 blocks both 4-GPU jobs (OverLimit): nothing starts, utilisation 0.
     diff = run_whatif(two_big_jobs(), WhatIf(queues={"q": {"gpu": {"limit": 2}}}))
     assert diff.after.started == {"q": 0} and diff.after.pending == {"q": 2}

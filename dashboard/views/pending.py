@@ -105,7 +105,8 @@ class PendingView(View):
                 f'<b>Expected start:</b> <span data-eta="{html.escape(job)}">{html.escape(r["eta"])}</span>'
                 f'{self._eta_basis(job)}<br>'
                 f'<b>Would start if:</b> {html.escape(r["counterfactual"] or NOT_YET)}<br>'
-                f'queue allocated {display.gpus(r["queue_allocated"])} · fair share '
+                + (f'<b>Evictions:</b> {html.escape(r["eviction"])}<br>' if r.get("eviction") else "")
+                + f'queue allocated {display.gpus(r["queue_allocated"])} · fair share '
                 f'{display.gpus(r["queue_fair_share"])} · limit {limit} GPUs</div>'
                 + _details_html(extra or details))
 

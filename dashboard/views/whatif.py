@@ -145,7 +145,8 @@ class WhatIfView(View):
                                                           "fair_share_delta"]),
                             empty="No result: see the message above")
         self.bars = GroupedBars({"before": "#9ca3af", "after": "#56b4e9"}, "GPU fair share", height=260)
-        self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after"]), height=220, name="whatif-jobs",
+        self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after", "explanation"]), height=220,
+                          name="whatif-jobs",
                           empty="No job changes outcome")
         result = pn.Column(self.changes, self.outcome,
                            pn.Card(self.summary, title="Cluster: before | after | Δ", sizing_mode="stretch_width",

@@ -1,8 +1,8 @@
 """KAI's consolidation action: move running preemptible jobs to make room for a pending job that fits
 nowhere, when nothing is lost (``pkg/scheduler/actions/consolidation/consolidation.go``; kai-semantics §c.3).
 
-- Off when ``config.max_consolidation_preemptees == 0``, and (KAI's operator) when the GPU or CPU placement
-  strategy is ``spread``.
+- Off when ``config.max_consolidation_preemptees == 0``. (KAI's operator also leaves the action out of the
+  scheduler configuration of a shard whose GPU or CPU placement is ``spread``; a listed action runs.)
 - Only pending **preemptible** jobs (outside their preemption delay) are tried, and only when the cluster
   has enough idle + releasing GPUs in total for the job's chunk (``IsEnoughGPUsAllocatableForJob``).
 - Victim candidates: preemptible jobs of **any** queue with an active task, other than the job itself, at
@@ -11,8 +11,9 @@ nowhere, when nothing is lost (``pkg/scheduler/actions/consolidation/consolidati
   placed again in the same session (pipelined elsewhere or put back), none left releasing
   (``allPodsReallocated``). The preemptor is pipelined onto the freed resources.
 
-KAI picks the at most N candidates in Go map order (random) and its counter admits one more than N; we take
-the first N distinct jobs in victim order so runs are reproducible.
+KAI picks its candidates in Go map order (random) and its counter admits one more than N: N + 1 jobs; we take
+the first N + 1 distinct jobs in victim order, so runs are reproducible and equal KAI's whenever it has no
+more than N + 1 candidates.
 """
 
 from __future__ import annotations
@@ -22,15 +23,16 @@ from typing import Optional
 from ..ordering import JobsOrderByQueues
 from . import register_action
 from .signatures import SignatureSkips
-from .solver import Solver, sim_tasks_to_allocate
+from .budgets import ActionBudget
+from .solver import Solver, note_failed_search, sim_tasks_to_allocate
 from .victims import JobFacts, VictimQueue, eviction_triggers, node_gpu_capacity
 
 
 def enabled(session) -> bool:
-    cfg = session.config
-    if cfg.max_consolidation_preemptees == 0:
-        return False
-    return cfg.placement.gpu != "spread" and cfg.placement.cpu != "spread"
+    """Off only when ``max_consolidation_preemptees == 0``: KAI runs the actions its configuration lists. (KAI's
+    operator leaves consolidation out of the list it writes for a shard with spread placement; the what-if
+    placement override does the same, :meth:`scheduler.whatif.WhatIf.apply`.)"""
+    return session.config.max_consolidation_preemptees != 0
 
 
 def enough_gpus(session, tasks: list[int]) -> bool:
@@ -80,9 +82,10 @@ def consolidation(session) -> None:
         return
     order = JobsOrderByQueues(session, triggers)
     popped: set[int] = set()
-    solver = Solver(session, "consolidation", validator=lambda j, b: _all_reallocated(session, j, b),
-                    victims_must_be_placed=True)
+    solver = Solver(session, "consolidation", validator=lambda j, b, _p: _all_reallocated(session, j, b),
+                    victims_must_be_placed=True, budget=ActionBudget())
     limit = int(session.config.max_consolidation_preemptees)
+    cap = -1 if limit < 0 else limit + 1   # KAI's candidate counter admits one job more than the limit
     signatures = SignatureSkips(session, "consolidation", per_queue=False)  # one table for all queues
     facts: Optional[JobFacts] = None
     while True:
@@ -109,15 +112,20 @@ def consolidation(session) -> None:
         if not victims:
             signatures.failed(j)
             continue
-        solution = solver.solve(j, VictimQueue(session, facts, victims, max_jobs=limit), tasks)
+        solution = solver.solve(j, lambda: VictimQueue(session, facts, victims, max_jobs=cap), tasks)
         if solution is None:
+            note_failed_search(session, j, solver.last)
             if solver.exhausted:
                 break
             signatures.failed(j)
             continue
         names = session.task_index
+        moved = len(solution.moved)
+        solution.explanation.reason = (f"so that it fits: {moved} pod{'s' if moved != 1 else ''} of "
+                                       f"{len(solution.explanation.victim_jobs)} job(s) move, none is lost")
         for e in session.evictions[solution.first_eviction:]:
             e.message = consolidation_message(session, j, session.task_job[names[e.task]], e.moved_to)
+            e.scenario = solution.explanation
         solution.commit(session)
         session.clear_reason(j)
         facts.refresh(solution.jobs + [j])

@@ -45,21 +45,20 @@ def scenario_capacity(session, victims: Iterable[int]) -> np.ndarray:
 
 def victim_delta(session, victims: Iterable[int]) -> tuple[np.ndarray, np.ndarray, frozenset]:
     """What evicting ``victims`` adds to the nodes' idle + releasing resources, for :func:`capacity_with`:
-    ``(node per victim, (GPUs, cpu, memory, pods) per victim, {(node, device) of shared GPUs they sit on})``."""
+    ``(node per victim, (GPUs, cpu, memory, pods) per victim, {(node, device) of shared GPUs they sit on})``
+    (the rows of :meth:`Session.task_vector`, gathered from the session's columns in one go)."""
     node, kind = session.node, session.kind_list
-    rows, vecs = [], []
-    groups = set()
-    for i in victims:
-        n = node[i]
-        if n < 0:
-            continue
-        rows.append(n)
-        vecs.append(session.task_vector(i))
-        if kind[i] > KIND_WHOLE:
-            for slot in session.indices[i]:
-                groups.add((n, slot))
-    return (np.array(rows, dtype=np.int64), np.array(vecs, dtype=float).reshape(len(rows), 4),
-            frozenset(groups))
+    placed = [i for i in victims if node[i] >= 0]
+    rows = np.array([node[i] for i in placed], dtype=np.int64)
+    vecs = np.ones((len(placed), 4))
+    if placed:
+        idx = np.array(placed, dtype=np.int64)
+        vecs[:, 0] = np.where(session.kind[idx] == KIND_WHOLE, session.gpu[idx], 0.0)
+        vecs[:, 1] = session.cpu[idx]
+        vecs[:, 2] = session.mem[idx]
+    indices = session.indices
+    groups = frozenset((node[i], slot) for i in placed if kind[i] > KIND_WHOLE for slot in indices[i])
+    return rows, vecs, groups
 
 
 def capacity_with(session, deltas) -> np.ndarray:

@@ -22,7 +22,8 @@ from ..ordering import JobsOrderByQueues
 from . import register_action
 from .minruntime import elastic_victims_valid, preempt_min_runtime, protected_mask, runtime_by_queue
 from .signatures import SignatureSkips
-from .solver import Solver, sim_tasks_to_allocate
+from .budgets import ActionBudget
+from .solver import Solver, note_failed_search, sim_tasks_to_allocate
 from .victims import JobFacts, VictimQueue, eviction_triggers
 
 
@@ -38,11 +39,13 @@ def preempt(session) -> None:
     if not triggers:
         return
     order = JobsOrderByQueues(session, triggers)
-    solver = Solver(session, "preempt")
+    solver = Solver(session, "preempt", budget=ActionBudget())
     signatures = SignatureSkips(session, "preempt", per_queue=True)
     facts: Optional[JobFacts] = None
     protected: Optional[np.ndarray] = None
     qs = session.queues
+    solver.validator = lambda _j, batches, _pending: elastic_victims_valid(
+        session, batches, lambda jj: preempt_min_runtime(session, session.jobs[jj].queue))
     while True:
         j = order.pop()
         if j is None:
@@ -67,17 +70,19 @@ def preempt(session) -> None:
         if not sel.size:
             signatures.failed(j)
             continue
-        solver.validator = lambda _j, batches: elastic_victims_valid(
-            session, batches, lambda jj: preempt_min_runtime(session, session.jobs[jj].queue))
-        solution = solver.solve(j, VictimQueue(session, facts, {info.queue: sel}), tasks)
+        solution = solver.solve(j, lambda: VictimQueue(session, facts, {info.queue: sel}), tasks)
         if solution is None:
+            note_failed_search(session, j, solver.last)
             if solver.exhausted:
                 break
             signatures.failed(j)
             continue
         names = session.task_index
+        solution.explanation.reason = (f"(priority {info.priority}) to take lower-priority pods of its queue "
+                                       f"{qs.names[info.queue]}")
         for e in session.evictions[solution.first_eviction:]:
             e.message = preempt_message(session, j, session.task_job[names[e.task]])
+            e.scenario = solution.explanation
         solution.commit(session)
         session.clear_reason(j)
         facts.refresh(solution.jobs + [j])

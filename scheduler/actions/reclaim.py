@@ -41,7 +41,8 @@ from ..session import ACTIVE_ALLOCATED
 from . import register_action
 from .minruntime import elastic_victims_valid, protected_mask, reclaim_min_runtime, runtime_by_queue
 from .signatures import SignatureSkips
-from .solver import Solver, sim_tasks_to_allocate
+from .budgets import ActionBudget
+from .solver import Solver, note_failed_search, sim_tasks_to_allocate
 from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
@@ -155,26 +156,30 @@ class ReclaimValidator:
                 out.append(sum((s.queue_amount(i) for i in counted), np.zeros(3)))
         return out
 
-    def __call__(self, j: int, batches: list[Batch]) -> bool:
+    def __call__(self, j: int, batches: list[Batch], pending: Optional[tuple] = None) -> bool:
+        """``pending``: the tasks the probe placed (KAI's reclaimer is the probe's partial job, whose request
+        is those tasks'); None = the whole chunk."""
         s = self.s
         by_queue: dict[int, list[np.ndarray]] = {}
         for bt in merge_by_job(batches):
             vecs = self.victim_vectors(bt)
             if vecs:
                 by_queue.setdefault(s.jobs[bt.job].queue, []).extend(vecs)
-        if not self.reclaimable(by_queue):
+        req = self.req if pending is None else s.job_request(j, list(pending), s.min_gpu_mem)
+        if not self.reclaimable(by_queue, req):
             return False
         rq = self.queue
         return elastic_victims_valid(s, batches, lambda jj: reclaim_min_runtime(s, rq, s.jobs[jj].queue))
 
-    def _fits_strategy(self, r_lvl: int, v_lvl: int, remaining: np.ndarray) -> bool:
+    def _fits_strategy(self, r_lvl: int, v_lvl: int, remaining: np.ndarray, req: np.ndarray) -> bool:
         qs = self.s.queues
         if not le_all(remaining, qs.allocatable[v_lvl]):
             return True  # MaintainFairShare
-        return le_all(self.alloc[r_lvl] + self.req, qs.deserved[r_lvl]) and \
+        return le_all(self.alloc[r_lvl] + req, qs.deserved[r_lvl]) and \
             not le_all(remaining, qs.deserved[v_lvl])  # GuaranteeDeservedQuota
 
-    def reclaimable(self, by_queue: dict[int, list[np.ndarray]]) -> bool:
+    def reclaimable(self, by_queue: dict[int, list[np.ndarray]], req: Optional[np.ndarray] = None) -> bool:
+        req = self.req if req is None else req
         qs = self.s.queues
         chains = qs.chains
         remaining: dict[int, np.ndarray] = {}
@@ -186,7 +191,7 @@ class ReclaimValidator:
             if v_lvl not in remaining:
                 remaining[v_lvl] = self.alloc[v_lvl].copy()
             for vec in vecs:
-                if not self._fits_strategy(r_lvl, v_lvl, remaining[v_lvl]):
+                if not self._fits_strategy(r_lvl, v_lvl, remaining[v_lvl], req):
                     self.last_failure = f"victim queue {qs.names[v_lvl]} would not stay above its share"
                     return False
                 for a in chains[vq]:
@@ -194,14 +199,14 @@ class ReclaimValidator:
                         remaining[a] = self.alloc[a].copy()
                     remaining[a] -= vec
                     involved[a] = involved.get(a, set()) | involved[vq]
-        req_involved = {r for r in range(3) if self.req[r] > 0}
+        req_involved = {r for r in range(3) if req[r] > 0}
         parent = qs.parent
         for a in chains[rq]:
             if a in remaining:
-                remaining[a] += self.req  # KAI adds the request to the shared map entry
+                remaining[a] += req  # KAI adds the request to the shared map entry
                 mine = remaining[a]
             else:
-                mine = self.alloc[a] + self.req
+                mine = self.alloc[a] + req
             for sib, sib_rem in remaining.items():
                 if sib == a or parent[sib] != parent[a]:
                     continue
@@ -215,12 +220,22 @@ class ReclaimValidator:
                         self.last_failure = (f"queue {qs.names[a]} would be more saturated than sibling "
                                              f"{qs.names[sib]}")
                         return False
-            if not self.preemptible and not le_all(self.alloc_np[a] + self.req, qs.deserved[a]):
+            if not self.preemptible and not le_all(self.alloc_np[a] + req, qs.deserved[a]):
                 self.last_failure = f"non-preemptible job would put {qs.names[a]} over its deserved quota"
                 return False
         return True
 
     # ---- message
+
+    def reason(self) -> str:
+        """Why the reclaimer may take resources, e.g. ``to reach its fair share of 142 GPUs (allocated 130,
+        requests 8)``: its leaf queue's numbers in the resource it asks most of."""
+        qs = self.s.queues
+        res = R_GPU if self.req[R_GPU] > 0 else (R_CPU if self.req[R_CPU] > 0 else R_MEM)
+        q = self.queue
+        scale, unit = {R_GPU: (1.0, "GPUs"), R_CPU: (1000.0, "CPU cores"), R_MEM: (2**30, "GiB memory")}[res]
+        return (f"to reach its fair share of {qs.fair_share[q, res] / scale:g} {unit} in queue {qs.names[q]} "
+                f"(allocated {self.alloc[q, res] / scale:g}, requests {self.req[res] / scale:g})")
 
     def message(self, victim_job: int) -> str:
         """Why this victim was taken, with the frozen queue numbers."""
@@ -262,6 +277,7 @@ class _Candidates:
         leaves = np.unique(facts.queue[facts.preemptible & facts.queue_ok])
         self.leaves = [int(q) for q in leaves.tolist()]
         self._protected: dict[int, np.ndarray] = {}
+        self._masks: dict[int, tuple] = {}     # reclaimer queue -> (facts version, candidate mask)
 
     def protected(self, rq: int) -> np.ndarray:
         """Non-elastic jobs protected from reclaim by this reclaimer queue (§c.7); fixed for the session."""
@@ -273,22 +289,18 @@ class _Candidates:
             self._protected[rq] = mask
         return mask
 
-    def for_job(self, j: int, req: np.ndarray) -> dict[int, np.ndarray]:
+    def for_job(self, j: int, req: np.ndarray) -> dict[int, tuple]:
+        """``{victim leaf queue: (its jobs in victim order, candidate mask)}`` for the reclaimer ``j``; the
+        victim queue checks the mask as it walks a leaf."""
         s, f = self.s, self.facts
         rq = s.jobs[j].queue
         ok = [q for q in self.leaves if q != rq and filter_victim_queue(s, rq, req, q)]
         if not ok:
             return {}
-        qmask = np.zeros(len(s.queues.names) + 1, dtype=bool)
-        qmask[ok] = True
-        mask = f.base_candidates() & qmask[f.queue] & ~self.protected(rq)
-        out = {}
-        for q in ok:
-            order = f.leaf_order(q)
-            sel = order[mask[order]]
-            if sel.size:
-                out[q] = sel
-        return out
+        mask = self._masks.get(rq)
+        if mask is None or mask[0] != f.version:
+            mask = self._masks[rq] = (f.version, f.base_candidates() & ~self.protected(rq))
+        return {q: (f.leaf_order(q), mask[1]) for q in ok}
 
 
 # ---------------------------------------------------------------------------------------------- action
@@ -299,7 +311,7 @@ def reclaim(session) -> None:
     if not triggers:
         return
     order = JobsOrderByQueues(session, triggers)
-    solver = Solver(session, "reclaim")
+    solver = Solver(session, "reclaim", budget=ActionBudget())
     signatures = SignatureSkips(session, "reclaim", per_queue=True)
     facts: Optional[JobFacts] = None
     cands: Optional[_Candidates] = None
@@ -324,15 +336,18 @@ def reclaim(session) -> None:
             continue
         validator = ReclaimValidator(session, j, req)
         solver.validator = validator
-        solution = solver.solve(j, VictimQueue(session, facts, victims), tasks, req)
+        solution = solver.solve(j, lambda: VictimQueue(session, facts, victims), tasks, req)
         if solution is None:
+            note_failed_search(session, j, solver.last)
             if solver.exhausted:
                 break
             signatures.failed(j)
             continue
         names = session.task_index
+        solution.explanation.reason = validator.reason()
         for e in session.evictions[solution.first_eviction:]:
             e.message = validator.message(session.task_job[names[e.task]])
+            e.scenario = solution.explanation
         solution.commit(session)
         session.clear_reason(j)
         facts.refresh(solution.jobs + [j])

@@ -10,9 +10,11 @@ recorded failure: not a later successful commit, not a change of queue shares.
   signatures of the job's pod sets; a pod set whose pods are all active-allocated has the empty signature,
   otherwise it hashes its pods that are not active-allocated. A pod's signature hashes its node selector,
   affinity, tolerations, storage claims, topology-spread constraints, host ports and priority class /
-  priority — not its resource request. Of those the snapshot model carries only the job's priority and
-  (explicit) preemptibility, shared by every pod of a job, so a pod set's signature is its number of
-  not-yet-allocated pods and the key is ``(priority, preemptible, sorted pod-set counts)``.
+  priority — not its resource request. The model carries node selector, affinities, tolerations, host ports
+  and the pod's priority (the job's); storage and spread constraints are not modelled. KAI computes and caches
+  the signature when the session opens (``cluster_info.go``), so the pods counted are those not
+  active-allocated at session open (a pod a previous cycle pipelined is Pending then), not those still waiting
+  when an action looks at the job.
 - **Scope**: reclaim and preempt keep one table per leaf queue, consolidation one for all queues.
 - **Recorded** when the job's attempt fails (no valid scenario found, including having no victim
   candidates); a job filtered before the attempt (reclaim's ``CanReclaimResources``) records nothing. A key
@@ -31,24 +33,35 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..session import ACTIVE_ALLOCATED, KIND_FRACTION, KIND_MEMORY, KIND_WHOLE
+from ..session import KIND_FRACTION, KIND_MEMORY, KIND_WHOLE
 
 Request = tuple[float, float, float, float]
 
 
+def pod_signature(session, i: int) -> tuple:
+    """A pod's scheduling constraints as KAI's pod signature hashes them (its resources excluded)."""
+    c = session.task_objs[i].constraints
+    prio = session.jobs[session.task_job[i]].priority
+    if c is None:
+        return (prio,)
+    return (prio, tuple(sorted(c.node_selector.items())), repr(c.node_affinity), repr(c.pod_affinity),
+            repr(c.pod_anti_affinity), repr(c.preferred_pod_affinity), repr(c.preferred_pod_anti_affinity),
+            repr(c.tolerations), tuple(repr(p) for p in c.host_ports))
+
+
 def job_signature(session, j: int) -> tuple:
-    """The job's scheduling-constraints key (see module docstring); cached for the session like KAI's
-    ``PodGroupInfo.GetSchedulingConstraintsSignature``."""
+    """The job's scheduling-constraints key (see module docstring): per pod set, the sorted signatures of its
+    pods that were not active-allocated when the session opened (empty when all were), sorted; cached for the
+    session like KAI's ``PodGroupInfo.GetSchedulingConstraintsSignature``."""
     cache = session.signature_cache
     key = cache.get(j)
     if key is None:
-        status = session.status
-        counts = []
+        objs = session.task_objs
+        sets = []
         for ps in session.podsets(j):
-            waiting = sum(1 for i in ps.tasks if status[i] not in ACTIVE_ALLOCATED)
-            counts.append(waiting if waiting else -1)   # -1: KAI's empty signature
-        info = session.jobs[j]
-        key = (info.job.priority, bool(info.preemptible), tuple(sorted(counts)))
+            waiting = [i for i in ps.tasks if objs[i].status not in ("running", "binding")]
+            sets.append(tuple(sorted(pod_signature(session, i) for i in waiting)) if waiting else ())
+        key = tuple(sorted(sets))
         cache[j] = key
     return key
 

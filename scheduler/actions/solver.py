@@ -1,50 +1,50 @@
 """The victim-scenario solver shared by reclaim, preempt and consolidation (KAI
-``actions/common/solvers/{job_solver,pod_scenario_builder,sub_scenario_emitter,by_pod_solver}.go``,
-``actions/common/action.go``; kai-semantics §c.4 step 4).
+``actions/common/solvers/job_solver.go: SolveWithResult``, ``by_pod_solver.go``; kai-semantics §c.4 step 4).
 
-For one pending job (the *preemptor*) and a :class:`~scheduler.actions.victims.VictimQueue`:
+For one pending job (the *preemptor*) and its next chunk of ``n`` tasks, KAI tries its scenario generators in
+registration order (:data:`~.generators.GENERATOR_CLASSES`: NodeLocalGreedy, then MultiNodeGang). With each:
 
-1. **Accumulate** victim batches in victim order. After each batch, the accumulated-idle-GPUs filter checks
-   that the preemptor's GPU requests could fit greedily (largest first) on the nodes with the most idle +
-   releasing GPUs once the accumulated victims are gone; if not, take another batch.
-2. **Sub-scenarios** of a passing accumulation pick victims by node, so that the fewest victims are evicted:
-   nodes holding victims are sorted by the GPUs they would offer (idle + releasing + victims on it),
-   ascending, nodes that could not hold the smallest task dropped; the first sub-scenario takes the smallest
-   prefix of nodes whose capacity covers the demand not already covered by victim-free nodes, later ones grow
-   the prefix by 1, 2, 4, … nodes. Picking a node takes every batch with a task on it, with all that batch's
-   tasks (gangs stay whole). Scenarios already simulated for this job are skipped.
-3. **Simulate** a scenario in a :class:`~scheduler.session.Statement`: evict its victims, then allocate, in
-   KAI's queue/job order, the preemptor and every victim job once each, pipeline-only: a victim placed back on
-   its own node (same GPU group) is un-evicted, one placed elsewhere is moved (pipelined), one that fits
-   nowhere stays evicted. The preemptor's chunk must be placed whole, else the scenario fails.
-4. **Validate** (reclaim: fair-share rules; preempt: min runtime; consolidation: nothing lost) and check the
-   preemptor's gangs are satisfied. The first valid scenario wins; its statement is returned uncommitted.
+1. **Probe** how many of the chunk's tasks can be placed: k = 1, 2, 4, … until a probe fails or k reaches n,
+   then bisection between the last success and the first failure (``searchMaxSolvableK``). A probe at k
+   searches scenarios for the chunk's first k tasks (a partial copy of the job whose gangs need only those)
+   and is always rolled back; a successful probe *records* its victims (the victim batches that were evicted
+   or moved), and later probes evict the recorded victims in every scenario, adding new ones on top.
+2. If some k > 0 worked, probe at k = n with the victims recorded last (``probeAtK``); the first valid
+   scenario found there is the solution (its statement is returned uncommitted). Otherwise, or when the
+   final probe fails, the next generator starts afresh.
 
-Deviations (docs/actions.md): KAI first probes how many of the preemptor's tasks can be placed (k = 1, 2,
-4, …, then bisection) and carries the victims found for smaller k into the final probe; we probe the full
-chunk directly. KAI's search budgets are wall-clock (4 min per job, 5 min per action); ours count simulated
-scenarios (:data:`MAX_SCENARIOS_PER_JOB`, :data:`MAX_SCENARIOS_PER_ACTION`) so results are reproducible.
+A scenario is **simulated** (:mod:`.simulation`): evict its victims, allocate the preemptor and every victim
+job once each in queue/job order, pipeline-only, on the solver's feasible nodes (every node when some task
+of the job asks for no GPU, else the nodes with idle or releasing GPUs, ``FeasibleNodesForJob``) plus the
+victims' nodes. The preemptor's tasks must all be placed, then the action's validator decides (reclaim:
+fair-share rules; preempt: min runtime; consolidation: nothing lost). A scenario already tried for this
+preemptor (same tasks, recorded and new victims) is skipped. The final solution must leave the job's gangs
+satisfied with more active tasks than before.
+
+Budgets are counted in scenarios (:mod:`.budgets`): a generator out of budget ends (the next one is tried), a
+job out of budget ends the action. Each solution carries its :class:`~scheduler.decisions.EvictionScenario`
+(generator, probes, scenarios tried, budget stops); each failed search leaves a record in the job's details.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 import numpy as np
 
-from ..ordering import job_order_key, queue_key, queue_less
-from ..placement import topology
-from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
-from ..session.nodes import GPU
+from ..decisions import EvictionScenario
+from ..session import KIND_NONE, Statement
+from .budgets import ActionBudget, Budget, JobBudget
+from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_masks, greedy_fits
 from .packing import capacity_with, may_place, task_classes, victim_delta
-from .victims import Batch, VictimQueue, node_gpu_capacity
+from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, sim_job_order,
+                         sim_tasks_to_allocate)
+from .victims import Batch, VictimQueue, raw_gpu_capacity
 
-MAX_SCENARIOS_PER_JOB = 256
-"""Simulated scenarios per preemptor before the search gives up (KAI: 4 minutes per job)."""
-
-MAX_SCENARIOS_PER_ACTION = 50_000
-"""Simulated scenarios per action run before it stops trying further jobs (KAI: 5 minutes per action)."""
+Validator = Callable[[int, list, tuple], bool]
+"""``validator(preemptor, victim batches, the probe's pending tasks) -> bool``."""
 
 
 @dataclass
@@ -57,290 +57,306 @@ class Solution:
     moved: list[int]          # victim tasks pipelined onto another node / GPU
     restored: list[int]       # victim tasks placed back where they were (un-evicted)
     first_eviction: int       # index into session.evictions of this statement's first eviction
+    scenario: Optional[Scenario] = None
+    explanation: Optional[EvictionScenario] = None
+    preemptor: int = -1
+    pending: Optional[PendingJobs] = None     # the action's index of pending jobs, refreshed on commit
+    victim_nodes: dict = field(default_factory=dict)   # victim task -> (node, accepted GPUs) before the scenario
 
     def commit(self, session) -> None:
         self.statement.commit()
+        if self.pending is not None:
+            self.pending.refresh(self.jobs + [self.preemptor])
 
     @property
     def jobs(self) -> list[int]:
         return list(dict.fromkeys(b.job for b in self.batches))
 
 
-# ---------------------------------------------------------------------------------------------- simulation
+@dataclass
+class _Probe:
+    """The outcome of one probe."""
 
-def sim_tasks_to_allocate(session, j: int) -> list[int]:
-    """KAI ``GetTasksToAllocate(isRealAllocation=false)``: like allocate's chunk, but tasks evicted in this
-    session (virtually releasing) may be placed again."""
-    st = session.status
-    evicted = session.evict_prior
-    sets = session.podsets(j)
-    chunks = []
-    gang = False
-    for ps in sets:
-        active = sum(1 for i in ps.tasks if st[i] in ACTIVE_ALLOCATED)
-        free = [i for i in ps.tasks if st[i] == "pending" or (st[i] == "releasing" and i in evicted)]
-        chunks.append((active, free, ps.min_available))
-        gang = gang or active < ps.min_available
-    if gang:
-        out: list[int] = []
-        for active, free, need in chunks:
-            if active < need:
-                out.extend(free[: need - active])
-        return out
-    for _, free, _ in chunks:
-        if free:
-            return free[:1]
-    return []
+    solution: Optional[Solution] = None
+    stop: bool = False                   # the job's budget ran out: the action stops
 
 
-def _job_resources(session, j: int) -> np.ndarray:
-    return session.job_request(j, sim_tasks_to_allocate(session, j), session.min_gpu_mem)
+@dataclass
+class SearchRecord:
+    """What one preemptor's search did (the explanation of its evictions, or of its failure)."""
 
+    action: str
+    probes: list[dict] = field(default_factory=list)
+    tried: int = 0                       # scenarios simulated or ruled out
+    pruned: int = 0                      # of which ruled out by arithmetic (.packing)
+    sizes: list[tuple] = field(default_factory=list)   # (victim tasks, solved) of every scenario tried, in order
+    budget_stops: list[str] = field(default_factory=list)
+    stopped_action: bool = False
 
-def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None):
-    """Yield ``jobs`` in KAI's queue/job order, re-evaluated after each one (allocations in between change
-    the queues' Allocated), each job once (``TryToVirtuallyAllocatePreemptorAndGetVictims``). ``known``:
-    chunk resources already computed per job (still valid: a job's chunk changes only when it is placed)."""
-    remaining = list(dict.fromkeys(jobs))
-    resources: dict[int, np.ndarray] = dict(known or {})
-    qs = session.queues
-    # A job's order key changes only when its own tasks do, and each job is placed once, after it is
-    # yielded: the keys of the jobs still waiting are fixed for the whole walk (sorted once per leaf).
-    per_leaf: dict[int, list] = {}
-    for j in remaining:
-        per_leaf.setdefault(session.jobs[j].queue, []).append((job_order_key(session, j), j))
-    for lst in per_leaf.values():
-        lst.sort(reverse=True)  # the leaf's next job is last
-    left = len(remaining)
-    while left:
-        if left == 1:
-            yield next(iter(per_leaf.values()))[0][1]
-            return
-        by_leaf = {q: lst[-1][1] for q, lst in per_leaf.items()}
-        children: dict[int, set[int]] = {}
-        roots: set[int] = set()
-        for q in by_leaf:
-            child = q
-            for a in qs.chains[q][1:]:
-                children.setdefault(a, set()).add(child)
-                child = a
-            roots.add(child)
-        memo: dict[int, tuple[int, tuple]] = {}
-
-        def best(q: int) -> tuple[int, tuple]:
-            hit = memo.get(q)
-            if hit is None:
-                job = by_leaf[q] if q not in children else best(select(children[q]))[0]
-                res = resources.get(job)
-                if res is None:
-                    res = resources[job] = _job_resources(session, job)
-                hit = memo[q] = (job, queue_key(session, q, res))
-            return hit
-
-        def select(queues) -> int:
-            out, out_key = -1, None
-            for q in sorted(queues):
-                key = best(q)[1]
-                if out < 0 or queue_less(session, q, key, out, out_key):
-                    out, out_key = q, key
-            return out
-
-        q = select(roots)
-        while q in children:
-            q = select(children[q])
-        j = by_leaf[q]
-        per_leaf[q].pop()
-        if not per_leaf[q]:
-            del per_leaf[q]
-        left -= 1
-        yield j
-
-
-def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]] = None) -> bool:
-    """KAI ``AllocateJob(isPipelineOnly=true)``: place the job's next chunk (``tasks`` when already known),
-    every task pipelined (or un-evicted where it was); all or nothing."""
-    if tasks is None:
-        tasks = sim_tasks_to_allocate(session, j)
-    if not tasks:
-        return False
-    if not _may_fit(session, tasks):
-        return False  # no node has the GPUs: fails like the node search below would, without side effects
-    if session.job_over_capacity(j, tasks) is not None:
-        return False
-    plan = topology.plan(session, j, tasks)  # KAI's topology plugin: one domain after another
-    if plan is not None and plan.failure is not None:
-        return False
-    for k in range(1 if plan is None else len(plan.candidates)):
-        allowed, bonus = (None, None) if plan is None else plan.subset(k)
-        cp = stmt.checkpoint()
-        for i in tasks:
-            n = session.best_node(i, allowed=allowed, bonus=bonus)
-            if n < 0 or not session.place(stmt, i, n, pipeline_only=True):
-                stmt.rollback(cp)
-                break
-        else:
-            return True
-    return False
-
-
-def _may_fit(session, tasks: list[int]) -> bool:
-    """Necessary condition for whole-GPU tasks: some ready node has that many idle + releasing GPUs."""
-    need = 0.0
-    for i in tasks:
-        if session.kind_list[i] == KIND_WHOLE:
-            need = max(need, float(session.gpu[i]))
-    if need <= 0:
-        return True
-    ns = session.nodes
-    free = ns.non_allocated(GPU)
-    return bool((free[ns.ready] >= need).any())
-
-
-def active_used(session, j: int) -> int:
-    st = session.status
-    return sum(1 for i in session.jobs[j].tasks if st[i] in OCCUPIES_NODE)
-
-
-def gang_satisfied(session, j: int) -> bool:
-    st = session.status
-    return all(sum(1 for i in ps.tasks if st[i] in OCCUPIES_NODE) >= ps.min_available for ps in session.podsets(j))
-
-
-# ---------------------------------------------------------------------------------------------- solver
-
-Validator = Callable[[int, list[Batch]], bool]
+    def to_details(self) -> dict:
+        return {"action": self.action, "scenarios_tried": self.tried, "probes": [dict(p) for p in self.probes],
+                "budget_stops": list(self.budget_stops)}
 
 
 class Solver:
-    """Finds, for one action run, the first valid victim scenario of each preemptor."""
+    """Finds, for one action run, the first valid victim scenario of each preemptor (see module doc)."""
 
     def __init__(self, session, action: str, validator: Optional[Validator] = None,
-                 victims_must_be_placed: bool = False):
+                 victims_must_be_placed: bool = False, budget: Optional[ActionBudget] = None):
         """``victims_must_be_placed``: the validator rejects any scenario that leaves a victim releasing
         (consolidation), so the packing pre-check may count every victim as a task to place."""
         self.s = session
         self.action = action
         self.validator = validator
         self.victims_must_be_placed = victims_must_be_placed
-        self.simulations = 0      # scenarios tried, simulated or ruled out by the packing pre-check
+        self.budget = budget if budget is not None else ActionBudget()
+        self.simulations = 0      # scenarios tried in this action run, simulated or ruled out
         self.pruned = 0           # of which ruled out without simulating
         self.ruled_out = 0        # preemptors whose search was skipped: no victim set can work
-        self.exhausted = False
+        self.exhausted = False    # a job's budget ran out: the action stops (KAI SearchResultDeadlineExhausted)
+        self.last: Optional[SearchRecord] = None
+        self._pending: Optional[PendingJobs] = None
+        self.trace = _TRACE[-1] if _TRACE else None   # see scenario_trace
 
-    def solve(self, j: int, victims: VictimQueue, tasks: Optional[list[int]] = None,
+    # ------------------------------------------------------------------ one preemptor
+
+    def solve(self, j: int, make_victims: Callable[[], VictimQueue], tasks: Optional[list[int]] = None,
               request: Optional[np.ndarray] = None) -> Optional[Solution]:
-        """Search victims for job ``j``'s next chunk (``tasks`` / its ``request`` when already computed);
-        None when no valid scenario was found."""
+        """Search victims for job ``j``'s next chunk (``tasks`` when already computed); ``make_victims``
+        returns a fresh victim queue (one per generator and probe). None when no valid scenario was found;
+        ``self.last`` says what was tried, ``self.exhausted`` whether the action must stop."""
         s = self.s
         if tasks is None:
             tasks = sim_tasks_to_allocate(s, j)
+        self.last = rec = SearchRecord(self.action)
         if not tasks:
             return None
-        self._preemptor = j
-        self._tasks = tasks
-        self._known = {} if request is None else {j: request}
-        req = sorted((s.request_gpus(i, s.min_gpu_mem) for i in tasks), reverse=True)
-        demand, min_task = sum(req), req[-1]
-        base_cap = node_gpu_capacity(s)
-        cap = base_cap.copy()
-        total_cap = float(base_cap.sum())
-        accepted = s.accepted
-        node = s.node
-        batches: list[Batch] = []
-        self._batches = batches  # the current search's accumulated batches (diagnostics and tests)
-        node_batches: dict[int, list[int]] = {}
-        first_seen: dict[int, int] = {}
-        seen_tasks = 0
-        tried: set[tuple] = set()
-        budget = MAX_SCENARIOS_PER_JOB
-        # Packing pre-check (.packing): worth its cost where simulations are long (gangs, consolidation).
+        job_budget = self.budget.begin_job()
+        if job_budget.exhausted():
+            self._stop(rec, "the action's scenario budget was spent before this job")
+            return None
         check = self.victims_must_be_placed or len(tasks) > 1
-        own = task_classes(s, tasks) if check else None
-        if check and not self._may_ever_succeed(own, victims):
+        if check and not self._may_ever_succeed(task_classes(s, tasks), make_victims()):
             self.ruled_out += 1
             return None
-        deltas: list = []   # per batch: what evicting it adds to the nodes (.packing.victim_delta)
-        must: list = []     # per batch: its task classes that must be placed again (consolidation)
-        while True:
-            batch = victims.pop()
-            if batch is None:
-                return None
-            b = len(batches)
-            batches.append(batch)
-            if check:
-                deltas.append(victim_delta(s, batch.tasks))
-                if self.victims_must_be_placed:
-                    must.append(self._must_place(batch))
-            for i in batch.tasks:
-                n = node[i]
-                if n < 0:
-                    continue
-                cap[n] += accepted[i]
-                lst = node_batches.setdefault(n, [])
-                if not lst or lst[-1] != b:
-                    lst.append(b)
-                first_seen.setdefault(n, seen_tasks)
-                seen_tasks += 1
-            if not _greedy_fits(req, cap):
-                continue
-            # The chunk's own fit only grows with victims: if it fails on everything accumulated so far, it
-            # fails on every sub-scenario of this accumulation.
-            chunk_may_fit = not check or may_place(s, own, capacity_with(s, deltas))
-            for picked in self._sub_scenarios(node_batches, first_seen, cap, base_cap, total_cap, demand,
-                                              min_task, len(batches)):
-                # Batches are disjoint, non-empty task sets (each pop takes tasks no earlier pop took), so the
-                # set of batch indices identifies the scenario's victim tasks.
-                fingerprint = tuple(picked)
-                if not fingerprint or fingerprint in tried:
-                    continue
-                tried.add(fingerprint)
-                chosen = [batches[k] for k in picked]
-                if budget <= 0 or self.simulations >= MAX_SCENARIOS_PER_ACTION:
-                    self.exhausted = self.simulations >= MAX_SCENARIOS_PER_ACTION
-                    return None
-                budget -= 1
-                self.simulations += 1
-                if check and not (chunk_may_fit and self._may_succeed(own, picked, deltas, must)):
-                    self.pruned += 1
-                    continue
-                solution = self._simulate(j, chosen)
-                if solution is not None:
-                    return solution
+        self._j, self._tasks, self._check = j, tasks, check
+        self._failed: set = set()
+        self._raw = raw_gpu_capacity(s)
+        self._feasible = self._feasible_nodes(j)
+        if self._pending is None:
+            self._pending = PendingJobs(s)
+        self._make_victims = make_victims
+        self._before = active_used(s, j)
+        n = len(tasks)
+        for gen_cls in GENERATOR_CLASSES:
+            gen_budget = job_budget.begin_generator(gen_cls.name)
+            self._recorded: list[Batch] = []
+            self._recorded_victims: list[int] = []
+            self._held = None
+            best, probe = self._search_max_k(n, lambda k: self._probe(gen_cls, k, job_budget, gen_budget, True))
+            if probe is not None and probe.stop:
+                return self._stopped(rec, job_budget)
+            if best > 0:
+                probe = self._repeat_last_probe(gen_cls, n, gen_budget)
+                if probe is None:
+                    probe = self._probe(gen_cls, n, job_budget, gen_budget, False)
+                if probe.stop:
+                    return self._stopped(rec, job_budget)
+                if probe.solution is not None:
+                    sol = probe.solution
+                    if gang_satisfied(s, j) and active_used(s, j) > self._before:
+                        sol.explanation = self._explain(rec, sol)
+                        return sol
+                    sol.statement.discard()
+            if gen_budget.used >= gen_budget.limit:
+                rec.budget_stops.append(f"{gen_cls.name} stopped at its budget of {gen_budget.limit} scenarios")
+        return None
 
     @staticmethod
-    def _sub_scenarios(node_batches, first_seen, cap, base_cap, total_cap, demand, min_task, n_batches):
-        """Batch-index lists of the sub-scenarios of an accumulated scenario (``subScenarioEmitter``)."""
-        nodes = [n for n in node_batches if not (min_task > 0 and cap[n] < min_task)]
-        nodes.sort(key=lambda n: (cap[n], first_seen[n]))
-        baseline = total_cap - sum(float(base_cap[n]) for n in node_batches)
-        remaining = max(0.0, demand - baseline)
-        k = 0
-        if remaining > 0:
-            acc = 0.0
-            k = len(nodes) + 1
-            for idx, n in enumerate(nodes):
-                acc += float(cap[n])
-                if acc >= remaining:
-                    k = idx + 1
-                    break
-        dk = 1
-        while k <= len(nodes):
-            picked: dict[int, None] = {}
-            for n in nodes[:k]:
-                for b in node_batches[n]:
-                    picked[b] = None
-            yield sorted(picked)
-            if k >= len(nodes):
-                return
-            k = min(k + dk, len(nodes))
-            dk *= 2
+    def _search_max_k(n: int, probe: Callable[[int], _Probe]) -> tuple[int, Optional[_Probe]]:
+        """KAI ``searchMaxSolvableK``: the largest k ≤ n a probe solves (doubling, then bisection), 0 if
+        none; stops at once when a probe says the job's budget is spent."""
+        lo, k = 0, 1
+        last = None
+        while True:
+            last = probe(k)
+            if last.stop:
+                return 0, last
+            if last.solution is None:
+                hi = k
+                break
+            lo = k
+            if k == n:
+                return n, None
+            k = min(k * 2, n)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            last = probe(mid)
+            if last.stop:
+                return 0, last
+            if last.solution is not None:
+                lo = mid
+            else:
+                hi = mid
+        return lo, None
 
-    def _must_place(self, batch: Batch) -> dict:
-        """Task classes of a victim batch that must be placed again for consolidation to accept: a victim
-        left releasing fails the scenario; a pipelined one with no old node goes back to pending when
-        evicted, which the validator accepts."""
-        st, shadow = self.s.status, self.s.shadow
-        return task_classes(self.s, [i for i in batch.tasks if st[i] != "pipelined" or i in shadow])
+    def _probe(self, gen_cls, k: int, job_budget: JobBudget, gen_budget: Budget, discard: bool) -> _Probe:
+        """KAI ``probeAtK`` / ``tryProbeAndDiscard``: search scenarios for the chunk's first k tasks."""
+        s = self.s
+        pending = tuple(self._tasks[:k])
+        recorded = self._recorded
+        feasible = self._feasible
+        if self._recorded_victims:
+            feasible = feasible.copy()
+            for i in self._recorded_victims:
+                if s.node[i] >= 0:
+                    feasible[s.node[i]] = True
+        quota = [s.request_gpus(i, None) for i in pending]
+        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota)
+        gen = gen_cls(ctx)
+        own = task_classes(s, list(pending)) if self._check else None
+        request = s.job_request(self._j, list(pending), s.min_gpu_mem)
+        self.probe_nodes, self.probe_request = feasible, request   # the current probe's (tests, diagnostics)
+        rec = self.last
+        tried = 0
+        while True:
+            if job_budget.exhausted():
+                self._note_probe(gen_cls.name, k, False, tried)
+                return _Probe(stop=True)
+            if gen_budget.exhausted():
+                break
+            sc = gen.next()
+            if sc is None:
+                break
+            fp = sc.fingerprint()
+            if fp in self._failed:
+                continue
+            victims = sc.victim_tasks()
+            if not victims:
+                self._failed.add(fp)
+                self._trace(sc, k, False)
+                continue
+            gen_budget.spend()
+            self.simulations += 1
+            tried += 1
+            rec.tried += 1
+            if self._check and not self._may_succeed(own, sc):
+                self.pruned += 1
+                rec.pruned += 1
+                rec.sizes.append((len(victims), False))
+                self._failed.add(fp)
+                self._trace(sc, k, False)
+                continue
+            sol = self._simulate(sc, feasible, request)
+            rec.sizes.append((len(victims), sol is not None))
+            self._trace(sc, k, sol is not None)
+            if sol is None:
+                self._failed.add(fp)
+                continue
+            self._note_probe(gen_cls.name, k, True, tried)
+            if discard:
+                moved_or_evicted = set(sol.evicted) | set(sol.moved)
+                self._recorded = [b for b in sol.batches if any(i in moved_or_evicted for i in b.tasks)]
+                self._recorded_victims = sol.evicted + sol.moved
+                if k == len(self._tasks) and not sol.restored:
+                    self._held = (sol, feasible, quota)   # see _repeat_last_probe
+                else:
+                    sol.statement.discard()
+            return _Probe(solution=sol)
+        self._note_probe(gen_cls.name, k, False, tried)
+        return _Probe()
+
+    def _repeat_last_probe(self, gen_cls, n: int, gen_budget: Budget) -> Optional[_Probe]:
+        """The final probe at k = n when the last probe already solved k = n with every victim evicted or
+        moved (none put back): the final probe's first scenario is then exactly that one — the same victims,
+        now recorded — so its simulation would repeat the held one step for step. KAI simulates it again; we
+        keep the held statement. Otherwise (or when the recorded scenario fails the accumulated filters, was
+        already tried, or no budget is left) the held statement is discarded and the caller probes."""
+        held, self._held = self._held, None
+        if held is None:
+            return None
+        sol, feasible, quota = held
+        s = self.s
+        pending = tuple(self._tasks)
+        sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
+        fp = sc.fingerprint()
+        ok = not gen_budget.exhausted() and fp not in self._failed
+        if ok:
+            # the accumulated filters on the recorded victims, with the nodes and GPUs they had before
+            cap = self._raw.copy()
+            covered = feasible.copy()
+            for i, (n_, acc) in sol.victim_nodes.items():
+                if n_ >= 0:
+                    cap[n_] += acc
+                    covered[n_] = True
+            ok = greedy_fits(sorted(quota, reverse=True), cap) and \
+                all(bool((m & covered).any()) for m in _affinity_masks(s, pending))
+        if not ok:
+            sol.statement.discard()
+            return None
+        gen_budget.spend()
+        self.simulations += 1
+        rec = self.last
+        rec.tried += 1
+        rec.sizes.append((len(sc.victim_tasks()), True))
+        self._trace(sc, n, True)
+        self._note_probe(gen_cls.name, n, True, 1)
+        sol.scenario = sc
+        sol.batches = sc.batches()
+        return _Probe(solution=sol)
+
+    # ------------------------------------------------------------------ one scenario
+
+    def _simulate(self, sc: Scenario, feasible: np.ndarray, request: np.ndarray) -> Optional[Solution]:
+        s = self.s
+        j = self._j
+        stmt = Statement(s)
+        first = len(s.evictions)
+        preemptor = s.jobs[j].key
+        batches = sc.batches()
+        allowed = feasible.copy()
+        victim_tasks = sc.victim_tasks()
+        victim_nodes = {i: (s.node[i], s.accepted[i]) for i in victim_tasks}
+        for i in victim_tasks:
+            if s.node[i] >= 0:
+                allowed[s.node[i]] = True
+            stmt.evict(i, self.action, preemptor=preemptor)
+        placed = False
+        pending = list(sc.pending)
+        for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._pending):
+            ok = allocate_job_sim(s, stmt, jj, pending if jj == j else None, allowed)
+            if jj == j:
+                if not ok:
+                    stmt.discard()
+                    return None
+                placed = True
+        if not placed or (self.validator is not None and not self.validator(j, batches, sc.pending)):
+            stmt.discard()
+            return None
+        st = s.status
+        return Solution(statement=stmt, batches=batches,
+                        evicted=[i for i in victim_tasks if st[i] == "releasing"],
+                        moved=[i for i in victim_tasks if st[i] == "pipelined"],
+                        restored=[i for i in victim_tasks if st[i] in ("running", "binding")],
+                        first_eviction=first, scenario=sc, preemptor=j, pending=self._pending,
+                        victim_nodes=victim_nodes)
+
+    # ------------------------------------------------------------------ nodes and jobs
+
+    def _feasible_nodes(self, j: int) -> np.ndarray:
+        """KAI ``FeasibleNodesForJob``: every node when some task of the job asks for no GPU, else the nodes
+        with idle or releasing GPUs."""
+        s = self.s
+        if any(s.kind_list[i] == KIND_NONE for i in s.jobs[j].tasks):
+            return np.ones(s.nodes.n, dtype=bool)
+        return self._raw > 0
+
+    # ------------------------------------------------------------------ packing pre-check
+
+    def _must_place(self, tasks: list[int]) -> dict:
+        """Task classes of victims that must be placed again for consolidation to accept: every victim (one
+        left releasing fails the scenario)."""
+        return task_classes(self.s, list(tasks))
 
     def _may_ever_succeed(self, own: dict, victims: VictimQueue) -> bool:
         """Packing pre-check with every candidate victim evicted. If the chunk (plus, for consolidation,
@@ -352,78 +368,91 @@ class Solver:
         if not self.victims_must_be_placed:
             return may_place(s, own, cap)
         classes = dict(own)
-        for c, n in self._must_place(Batch(job=-1, tasks=every)).items():
+        for c, n in self._must_place(every).items():
             classes[c] = classes.get(c, 0) + n
         return may_place(s, classes, cap)
 
-    def _may_succeed(self, own: dict, picked: list[int], deltas: list, must: list) -> bool:
-        """Packing pre-check of one scenario (:func:`.packing.may_place`): the chunk — plus every victim when
-        victims must all be placed again — must fit on idle + releasing resources with the victims gone."""
+    def _may_succeed(self, own: dict, sc: Scenario) -> bool:
+        """Packing pre-check of one scenario (:func:`.packing.may_place`): the probe's tasks — plus every
+        victim when victims must all be placed again — must fit on idle + releasing resources with the
+        victims gone."""
         s = self.s
-        cap = capacity_with(s, [deltas[k] for k in picked])
+        victims = sc.victim_tasks()
+        cap = capacity_with(s, [victim_delta(s, victims)])
         if not self.victims_must_be_placed:
             return may_place(s, own, cap)
         classes = dict(own)
-        for k in picked:
-            for c, n in must[k].items():
-                classes[c] = classes.get(c, 0) + n
-        return may_place(s, classes, cap)  # implies the chunk's own check (same eligibility, larger sums)
+        for c, n in self._must_place(victims).items():
+            classes[c] = classes.get(c, 0) + n
+        return may_place(s, classes, cap)
 
-    def _simulate(self, j: int, batches: list[Batch]) -> Optional[Solution]:
+    # ------------------------------------------------------------------ records
+
+    def _note_probe(self, generator: str, k: int, solved: bool, scenarios: int) -> None:
+        self.last.probes.append({"generator": generator, "k": k, "of": len(self._tasks), "solved": solved,
+                                 "scenarios": scenarios})
+
+    def _trace(self, sc: Scenario, k: int, solved: bool) -> None:
+        if self.trace is not None:
+            names = self.s.task_names
+            self.trace.append((self.action, self.s.jobs[self._j].key, sc.generator, k,
+                               sorted(names[i] for i in sc.pending),
+                               sorted(names[i] for b in sc.recorded for i in b.tasks),
+                               sorted(names[i] for b in sc.potential for i in b.tasks), solved))
+
+    def _stop(self, rec: SearchRecord, why: str) -> None:
+        self.exhausted = True
+        rec.stopped_action = True
+        rec.budget_stops.append(why)
+
+    def _stopped(self, rec: SearchRecord, job_budget: JobBudget) -> None:
+        if job_budget.reduced:
+            self._stop(rec, f"the action's scenario budget ({self.budget.limit}) ran out during this job's "
+                            f"search; {self.action} stopped")
+        else:
+            self._stop(rec, f"this job's scenario budget ({job_budget.limit}) ran out; {self.action} stopped")
+        return None
+
+    def _explain(self, rec: SearchRecord, sol: Solution) -> EvictionScenario:
         s = self.s
-        stmt = Statement(s)
-        first = len(s.evictions)
-        preemptor = s.jobs[j].key
-        before = active_used(s, j)
-        for bt in batches:
-            for i in bt.tasks:
-                stmt.evict(i, self.action, preemptor=preemptor)
-        placed = False
-        for jj in sim_job_order(s, [j] + [bt.job for bt in batches], self._known):
-            ok = allocate_job_sim(s, stmt, jj, self._tasks if jj == j else None)
-            if jj == j:
-                if not ok:
-                    stmt.discard()
-                    return None
-                placed = True
-        st = s.status
-        victim_tasks = [i for bt in batches for i in bt.tasks]
-        if not placed or (self.validator is not None and not self.validator(j, batches)) \
-                or not gang_satisfied(s, j) or active_used(s, j) <= before:
-            stmt.discard()
-            return None
-        return Solution(statement=stmt, batches=batches,
-                        evicted=[i for i in victim_tasks if st[i] == "releasing"],
-                        moved=[i for i in victim_tasks if st[i] == "pipelined"],
-                        restored=[i for i in victim_tasks if st[i] in ("running", "binding")],
-                        first_eviction=first)
+        names = s.task_names
+        size = len(sol.scenario.victim_tasks())
+        earlier = [n for n, solved in rec.sizes[:-1] if not solved]   # sets that failed before this one
+        victims = sol.evicted + sol.moved
+        return EvictionScenario(
+            action=self.action, preemptor=s.jobs[self._j].key, generator=sol.scenario.generator,
+            victims=[names[i] for i in victims],
+            victim_jobs=list(dict.fromkeys(s.jobs[s.task_job[i]].key for i in victims)),
+            tried_before=len(earlier), smaller_tried=sum(1 for n in earlier if n < size),
+            probes=[dict(p) for p in rec.probes], budget_stops=list(rec.budget_stops))
 
 
-def _greedy_fits(req: list[float], cap: np.ndarray) -> bool:
-    """KAI's accumulated-idle-GPUs filter: the GPU requests (largest first) fit greedily on the
-    ``len(req)`` nodes with the most capacity."""
-    if not req or req[0] <= 0:
-        return True
-    k = min(len(req), cap.size)
-    if k == 0:
-        return False
-    if k == 1:
-        holders = [float(cap.max())]
-    else:
-        top = np.argpartition(-cap, k - 1)[:k]
-        holders = sorted(cap[top].tolist(), reverse=True)
-    used = [0.0] * len(holders)
-    for r in req:
-        if r <= 0:
-            return True
-        matched = False
-        for h, total in enumerate(holders):
-            if total < r:
-                break
-            if total - used[h] >= r:
-                used[h] += r
-                matched = True
-                break
-        if not matched:
-            return False
-    return True
+_TRACE: list = []
+
+
+@contextmanager
+def scenario_trace():
+    """Collect every scenario the solvers created inside the block try, in order: ``(action, preemptor, generator,
+    k, pending tasks, recorded victim tasks, new victim tasks, solved)`` (names sorted), as KAI logs them
+    (``Trying to solve scenario``, verbosity 5). A debugging aid for ``bench/kai_diff_scenarios.py``."""
+    out: list = []
+    _TRACE.append(out)
+    try:
+        yield out
+    finally:
+        _TRACE.remove(out)
+
+
+def note_failed_search(session, j: int, record: Optional[SearchRecord]) -> None:
+    """Keep what a failed eviction search tried in the job's reason details (``eviction_search``, per
+    action), for the Pending view and ``explain``."""
+    if record is None or (not record.tried and not record.budget_stops):
+        return
+    reason = session.job_reasons.get(j)
+    if reason is None:
+        return
+    details = reason[2]
+    details.setdefault("eviction_search", {})[record.action] = record.to_details()
+
+
+__all__ = ["Solver", "Solution", "SearchRecord", "note_failed_search", "scenario_trace", "sim_tasks_to_allocate"]

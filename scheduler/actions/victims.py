@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from ..decisions import PREEMPTION_DELAY_NOT_ELAPSED
 from ..model import UNLIMITED
-from ..ordering import dominant_resource_share, link_chain, queue_less, unlink_chain
+from ..ordering import JobsOrderByQueues, _QueueNode, dominant_resource_share, queue_less
 from ..session import ACTIVE_ALLOCATED
 from ..session.nodes import GPU
 from .allocate import candidate_jobs
@@ -102,6 +102,7 @@ class JobFacts:
         self.queue_ok = ok_queue[self.queue]  # index -1 hits the trailing False
         self._leaf_order: dict[int, np.ndarray] = {}
         self._state = self._elastic_states(np.arange(J)) if J else np.zeros(0, np.int64)
+        self.version = 0
 
     def _elastic_states(self, js: np.ndarray) -> np.ndarray:
         """KAI elastic job-order state per job: 0 below min_available, 1 at, 2 above."""
@@ -114,8 +115,9 @@ class JobFacts:
 
     def refresh(self, jobs) -> None:
         """Recount active tasks of ``jobs`` after a commit; leaf orders whose job states changed are rebuilt
-        when next needed."""
+        when next needed. ``version`` counts the refreshes (masks derived from these columns follow it)."""
         s = self.s
+        self.version += 1
         for j in set(jobs):
             a, b = s.job_start[j], s.job_start[j + 1]
             act = sum(1 for st in s.status[a:b] if st in ACTIVE_ALLOCATED)
@@ -131,22 +133,24 @@ class JobFacts:
                     self._leaf_order.pop(int(self.queue[j]), None)
 
     def base_candidates(self) -> np.ndarray:
-        """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue."""
+        """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue.
+        A new array."""
         return self.preemptible & (self.active > 0) & self.queue_ok
+
+    def order_key(self, j: int, state: Optional[int] = None) -> tuple:
+        """KAI's job order key of job ``j`` (:func:`~scheduler.ordering.job_order_key`) from these columns;
+        ``state`` overrides its elastic state (a job representative holding part of its tasks)."""
+        job = self.s.jobs[j]
+        return (-float(self.priority[j]), int(self._state[j]) if state is None else state, float(self.creation[j]),
+                job.job.name, job.key)
 
     def leaf_order(self, q: int) -> np.ndarray:
         """Every job of leaf queue ``q`` in reverse job order (victim order inside the queue)."""
         order = self._leaf_order.get(q)
         if order is None:
-            js = np.nonzero(self.queue == q)[0]
-            jobs = self.s.snapshot.jobs
-            keys = [jobs[j].key for j in js.tolist()] if js.size else []
-            # Stable two-pass sort: key descending, then (priority asc, state desc, creation desc).
-            by_key = sorted(range(len(keys)), key=keys.__getitem__, reverse=True)
-            js = js[by_key] if js.size else js
-            lex = np.lexsort((-self.creation[js], -self._state[js], self.priority[js])) if js.size else js
-            order = js[lex] if js.size else js
-            self._leaf_order[q] = order
+            js = np.nonzero(self.queue == q)[0].tolist()
+            js.sort(key=self.order_key, reverse=True)
+            order = self._leaf_order[q] = np.array(js, dtype=np.int64)
         return order
 
 
@@ -159,7 +163,10 @@ class Batch:
     job: int
     tasks: list[int]
     elastic: bool = False       # the job is elastic (KAI IsElastic), for the min-runtime check
-    resources: np.ndarray = field(default_factory=lambda: np.zeros(3))  # queue amount of these tasks
+
+
+SKIPPED = Batch(job=-1, tasks=[])
+"""What :meth:`VictimQueue.pop` returns for a pop that held an already recorded victim."""
 
 
 def merge_by_job(batches: list[Batch]) -> list[Batch]:
@@ -169,10 +176,9 @@ def merge_by_job(batches: list[Batch]) -> list[Batch]:
     for b in batches:
         cur = merged.get(b.job)
         if cur is None:
-            merged[b.job] = Batch(job=b.job, tasks=list(b.tasks), elastic=b.elastic, resources=b.resources.copy())
+            merged[b.job] = Batch(job=b.job, tasks=list(b.tasks), elastic=b.elastic)
         else:
             cur.tasks.extend(b.tasks)
-            cur.resources = cur.resources + b.resources
     return list(merged.values())
 
 
@@ -200,15 +206,6 @@ def tasks_to_evict(session, j: int, rep: Optional[frozenset]) -> tuple[list[int]
 
 # ---------------------------------------------------------------------------------------------- victim queue
 
-class _Desc(str):
-    """A string that sorts in reverse (job key descending inside an ascending tuple)."""
-
-    __slots__ = ()
-
-    def __lt__(self, other):
-        return str.__gt__(self, other)
-
-
 def _le(a: float, b: float) -> bool:
     if a == UNLIMITED:
         return b == UNLIMITED
@@ -217,108 +214,171 @@ def _le(a: float, b: float) -> bool:
     return a <= b
 
 
-class VictimQueue:
-    """Victim order over candidate jobs (KAI ``JobsOrderByQueues`` with ``VictimQueue: true``).
+class _Reversed:
+    """A job order key that sorts in victim order (the job order reversed)."""
 
-    ``candidates``: ``{leaf queue: job indices in reverse job order}``. ``max_jobs`` caps how many distinct
-    jobs are ever popped (consolidation's ``max_consolidation_preemptees``).
+    __slots__ = ("k",)
+
+    def __init__(self, k: tuple):
+        self.k = k
+
+    def __lt__(self, other: "_Reversed") -> bool:
+        return other.k < self.k
+
+
+class _VictimLeaf:
+    """A leaf queue's candidates in victim order: the jobs (whole) in reverse job order, merged with the job
+    representatives pushed back (the rest of an elastic job after one of its tasks was taken)."""
+
+    __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq")
+
+    def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None):
+        """``arr``: the leaf's jobs in victim order; ``mask`` (over all jobs): which of them are candidates,
+        checked as the leaf is walked (a search usually stops long before the end of a long leaf)."""
+        self.arr, self.mask, self.pos, self.facts = arr, mask, 0, facts
+        self.heap: list = []
+        self.seq = 0
+
+    def _arr_head(self) -> Optional[int]:
+        arr, mask, pos = self.arr, self.mask, self.pos
+        if pos >= len(arr):
+            return None
+        if mask is not None and not mask[arr[pos]]:
+            ok = mask[arr[pos:]]
+            k = int(ok.argmax())
+            if not ok[k]:
+                self.pos = len(arr)
+                return None
+            self.pos = pos = pos + k
+        return int(arr[pos])
+
+    def candidates(self) -> list[int]:
+        """Every job of the leaf that is a candidate (the pushed-back representatives' jobs are among them)."""
+        sel = self.arr if self.mask is None else self.arr[self.mask[self.arr]]
+        return sel.tolist()
+
+    def rep_key(self, j: int, rep: Optional[frozenset]) -> _Reversed:
+        f = self.facts
+        if rep is None:
+            return _Reversed(f.order_key(j))
+        sets = f.s.podsets(j)
+        counts = [sum(1 for i in ps.tasks if i in rep) for ps in sets]
+        if any(c < ps.min_available for c, ps in zip(counts, sets)):
+            state = 0
+        elif all(c == ps.min_available for c, ps in zip(counts, sets)):
+            state = 1
+        else:
+            state = 2
+        return _Reversed(f.order_key(j, state))
+
+    def push(self, j: int, rep: frozenset) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (self.rep_key(j, rep), self.seq, j, rep))
+
+    def peek(self) -> Optional[tuple]:
+        head = self._arr_head()
+        a = None if head is None else (head, None)
+        if not self.heap:
+            return a
+        h = self.heap[0]
+        if a is None or h[0] < self.rep_key(*a):
+            return h[2], h[3]
+        return a
+
+    def pop(self) -> tuple:
+        head = self.peek()
+        if self.heap and self.heap[0][2] == head[0] and self.heap[0][3] == head[1]:
+            heapq.heappop(self.heap)
+        else:
+            self.pos += 1
+        return head
+
+    @property
+    def items(self) -> list:
+        """What the queue heaps read of a leaf: non-empty while a candidate is left."""
+        head = self.peek()
+        return [] if head is None else [head]
+
+    def __len__(self) -> int:
+        """Non-zero while a candidate is left (the count of masked jobs is not known before walking them)."""
+        return len(self.heap) + (self._arr_head() is not None)
+
+
+class VictimQueue(JobsOrderByQueues):
+    """Victim order over candidate jobs: KAI's ``JobsOrderByQueues`` with ``VictimQueue: true``.
+
+    The same heaps of queues as the job order (lazy ``Fix(0)``, subtrees compared by the tops of their child
+    heaps as they stand, :class:`~scheduler.ordering.JobsOrderByQueues`), with every comparison reversed: a queue
+    goes first when it would go last in the job order, compared by its allocated resources minus what was
+    already taken from its subtree's best leaf (the popped representatives plus the next one, KAI
+    ``getVictimsForQueue``), so victims alternate between over-served queues. In a leaf, the job order reversed.
+
+    ``candidates``: ``{leaf queue: job indices in reverse job order}``, or ``{leaf queue: (the leaf's jobs in
+    reverse job order, candidate mask over all jobs)}``. ``max_jobs`` caps how many distinct jobs are ever
+    popped (consolidation's candidate limit; the first ones in victim order).
     """
 
-    def __init__(self, session, facts: JobFacts, candidates: dict[int, np.ndarray], max_jobs: int = -1):
-        self.s = session
+    def __init__(self, session, facts: JobFacts, candidates: dict, max_jobs: int = -1):
+        super().__init__(session, [])
         self.facts = facts
-        qs = session.queues
-        self._arrays = {q: arr for q, arr in candidates.items() if len(arr)}
-        self._pos = {q: 0 for q in self._arrays}
-        self._heaps: dict[int, list] = {}
-        self._popped = {q: np.zeros(3) for q in self._arrays}   # allocated of popped representatives
-        self._seq = 0
+        self._leaves: dict[int, _VictimLeaf] = {}
+        self._popped: dict[int, np.ndarray] = {}
         self._max_jobs = max_jobs
         self._seen_jobs: set[int] = set()
-        # Active subtree structure.
-        self._children: dict[int, set[int]] = {}
-        self._roots: set[int] = set()
-        for q in self._arrays:
-            self._link(q)
-        self._qs = qs
-
-    def _link(self, q: int) -> None:
-        link_chain(self._children, self._roots, self.s.queues.chains[q])
-
-    def _unlink(self, q: int) -> None:
-        unlink_chain(self._children, self._roots, self.s.queues.chains[q])
+        for q in sorted(candidates):
+            value = candidates[q]
+            arr, mask = value if isinstance(value, tuple) else (value, None)
+            leaf = _VictimLeaf(arr, facts, mask)
+            if not len(leaf):
+                continue
+            self._leaves[q] = leaf
+            node = self._nodes[q] = _QueueNode(q, leaf, True)
+            self._popped[q] = np.zeros(3)
+            self._link(node)
+            self._mark(node)
 
     def empty(self) -> bool:
-        return not self._roots
+        return not len(self._roots)
 
     def candidate_tasks(self) -> list[int]:
         """Every task a pop could ever yield: the active tasks of all candidate jobs (whatever the cap)."""
         out: list[int] = []
-        for arr in self._arrays.values():
-            for j in arr.tolist():
+        for leaf in self._leaves.values():
+            for j in leaf.candidates():
                 out.extend(active_tasks(self.s, j))
         return out
 
-    # ---- leaf heads
+    @property
+    def s(self):
+        return self.session
 
-    def _rep_key(self, j: int, rep: Optional[frozenset]) -> tuple:
-        f = self.facts
-        if rep is None:
-            state = int(f._state[j])
-        else:
-            counts = [sum(1 for i in ps.tasks if i in rep) for ps in self.s.podsets(j)]
-            sets = self.s.podsets(j)
-            if any(c < ps.min_available for c, ps in zip(counts, sets)):
-                state = 0
-            elif all(c == ps.min_available for c, ps in zip(counts, sets)):
-                state = 1
-            else:
-                state = 2
-        return (float(f.priority[j]), -state, -float(f.creation[j]), _Desc(self.s.jobs[j].key))
-
-    def _head(self, q: int):
-        """``(job, rep)`` next in leaf ``q`` without removing it, or None."""
-        arr, pos = self._arrays.get(q), self._pos.get(q, 0)
-        heap = self._heaps.get(q)
-        a = (int(arr[pos]), None) if arr is not None and pos < len(arr) else None
-        if not heap:
-            return a
-        h = heap[0]
-        if a is None or h[0] < self._rep_key(*a):
-            return h[2], h[3]
-        return a
-
-    def _take(self, q: int) -> tuple[int, Optional[frozenset]]:
-        head = self._head(q)
-        heap = self._heaps.get(q)
-        if heap and heap[0][2] == head[0] and heap[0][3] == head[1]:
-            heapq.heappop(heap)
-        else:
-            self._pos[q] += 1
-        return head
-
-    def _leaf_empty(self, q: int) -> bool:
-        arr = self._arrays.get(q)
-        return not self._heaps.get(q) and (arr is None or self._pos[q] >= len(arr))
+    # ---- comparisons (victim mode)
 
     def _rep_alloc(self, j: int, rep: Optional[frozenset]) -> np.ndarray:
-        out = np.zeros(3)
-        for i in active_tasks(self.s, j, rep):
-            out += self.s.queue_amount(i)
-        return out
+        """KAI's ``AllocatedVector`` of a job representative: what its active tasks hold in their queue."""
+        s = self.s
+        g = c = m = 0.0
+        for i in active_tasks(s, j, rep):
+            g += s.accepted[i]
+            c += float(s.cpu[i])
+            m += float(s.mem[i])
+        return np.array([g, c, m])
 
-    # ---- queue order (reversed)
-
-    def _victims_res(self, leaf: int) -> np.ndarray:
-        head = self._head(leaf)
-        res = self._popped[leaf].copy()
+    def _victims_of(self, node) -> np.ndarray:
+        """Resources of the victims KAI passes for a subtree: popped from its best leaf, plus that leaf's next."""
+        while not node.is_leaf:
+            node = node.children.peek()
+        res = self._popped[node.q].copy()
+        head = node.children.peek()
         if head is not None:
             res += self._rep_alloc(*head)
         return res
 
-    def _key(self, q: int, victims: np.ndarray) -> tuple:
-        """Queue-order keys 1–6 of §b.6 for a queue compared with no pending job and ``victims`` removed."""
+    def _vkey(self, node) -> tuple:
+        """Queue-order keys 1–6 of §b.6 for a queue compared with no pending job and its victims removed."""
         qs = self._qs
+        q = node.q
+        victims = self._victims_of(node)
         alloc = qs.allocated[q]
         fair, deserved, allocatable = qs.fair_share[q], qs.deserved[q], qs.allocatable[q]
         over = bool((fair < alloc).all())
@@ -328,51 +388,55 @@ class VictimQueue:
                 dominant_resource_share(alloc - victims, allocatable, qs.total),
                 dominant_resource_share(alloc, allocatable, qs.total))
 
-    def _best_leaf(self, q: int) -> int:
-        while q in self._children:
-            q = self._select(self._children[q])
-        return q
-
-    def _select(self, queues) -> int:
-        """The sibling that goes first in victim order: the greatest under the normal queue order."""
-        queues = sorted(queues)
-        if len(queues) == 1:
-            return queues[0]
-        best, best_key = -1, None
-        for q in queues:
-            key = self._key(q, self._victims_res(self._best_leaf(q)))
-            if best < 0 or queue_less(self.s, best, best_key, q, key):
-                best, best_key = q, key
-        return best
+    def _node_less(self, a, b) -> bool:
+        if not len(a.children):
+            return False
+        if not len(b.children):
+            return True
+        return queue_less(self.s, b.q, self._vkey(b), a.q, self._vkey(a))
 
     # ---- pop
 
-    def pop(self) -> Optional[Batch]:
-        """The next victim batch, or None when no candidate is left."""
-        while self._roots:
-            leaf = self._best_leaf(self._select(self._roots))
-            j, rep = self._take(leaf)
+    def pop(self, recorded: frozenset = frozenset()) -> Optional[Batch]:
+        """The next victim batch (KAI ``PopNextJob`` + ``GetTasksToEvict``), or None when no candidate is left.
+        A pop whose tasks include one of ``recorded`` (victims already part of every scenario) pushes the job
+        back without them and returns :data:`SKIPPED` (KAI ``addNextPotentialVictims``)."""
+        while len(self._roots):
+            leaf = self._traverse(self._roots)
+            if leaf is None:
+                return None
+            j, rep = leaf.children.pop()
             if self._max_jobs >= 0 and j not in self._seen_jobs and len(self._seen_jobs) >= self._max_jobs:
-                if self._leaf_empty(leaf):
-                    self._unlink(leaf)
+                self._after_pop(leaf)
                 continue
             self._seen_jobs.add(j)
-            self._popped[leaf] = self._popped[leaf] + self._rep_alloc(j, rep)
+            self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
             tasks, rest = tasks_to_evict(self.s, j, rep)
+            self._after_pop(leaf)
+            if recorded and any(i in recorded for i in tasks):
+                remaining = [i for i in active_tasks(self.s, j, rep) if i not in recorded]
+                if remaining:
+                    self._push_back(leaf, j, frozenset(remaining))
+                return SKIPPED
             if rest:
-                self._seq += 1
-                rest_rep = frozenset(rest)
-                heapq.heappush(self._heaps.setdefault(leaf, []),
-                               (self._rep_key(j, rest_rep), self._seq, j, rest_rep))
-            if self._leaf_empty(leaf):
-                self._unlink(leaf)
+                self._push_back(leaf, j, frozenset(rest))
             if not tasks:
                 continue
-            res = np.zeros(3)
-            for i in tasks:
-                res += self.s.queue_amount(i)
-            return Batch(job=j, tasks=tasks, elastic=bool(self.facts.elastic[j]), resources=res)
+            return Batch(job=j, tasks=tasks, elastic=bool(self.facts.elastic[j]))
         return None
+
+    def _push_back(self, leaf, j: int, rep: frozenset) -> None:
+        """KAI ``PushJob`` of a job representative: into its leaf, re-created and linked when the pop emptied it."""
+        if self._nodes.get(leaf.q) is not leaf:
+            leaf = self._nodes[leaf.q] = _QueueNode(leaf.q, leaf.children, True)
+            leaf.children.push(j, rep)
+            self._link(leaf)
+        else:
+            leaf.children.push(j, rep)
+        self._mark(leaf)
+
+    def push(self, j: int) -> None:
+        raise NotImplementedError("victims are pushed back by pop()")
 
 
 # ---------------------------------------------------------------------------------------------- capacity
@@ -393,10 +457,33 @@ def node_gpu_capacity(session) -> np.ndarray:
     return cap
 
 
-def _node_gpu_capacity(ns) -> np.ndarray:
+_RAW_CACHE: dict[int, tuple] = {}
+
+
+def raw_gpu_capacity(session) -> np.ndarray:
+    """:func:`node_gpu_capacity` on every node, ready or not (KAI's accumulated-GPU filter and feasible nodes
+    read every node of the cluster). Cached per node-state version; do not modify the result."""
+    ns = session.nodes
+    hit = _RAW_CACHE.get(id(session))
+    if hit is not None and hit[0] is ns and hit[1] == ns.version:
+        return hit[2]
+    cap = _node_gpu_capacity(ns, ready_only=False)
+    _RAW_CACHE.clear()
+    _RAW_CACHE[id(session)] = (ns, ns.version, cap)
+    return cap
+
+
+def _node_gpu_capacity(ns, ready_only: bool = True) -> np.ndarray:
+    """KAI ``GetSumOfIdleGPUs + GetSumOfReleasingGPUs`` (``node_info/gpu_sharing_node_info.go``): idle and
+    releasing whole GPUs; per shared GPU with allocated memory ``1 − ⌈allocated / memory⌉₀.₀₁``, plus its
+    releasing memory ``⌈releasing / memory⌉₀.₀₁`` unless every task on it is releasing (then it is one
+    releasing whole GPU already)."""
     cap = ns.idle[:, GPU] + ns.rel[:, GPU]
     if ns.sh_present.any():
         mem = np.where(ns.gpu_mem > 0, ns.gpu_mem, 1.0)[:, None]
-        shared_free = np.where(ns.sh_present & ~ns.sh_marked, (ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel) / mem, 0.0)
-        cap = cap + np.clip(shared_free, 0, None).sum(axis=1)
-    return np.where(ns.ready, cap, 0.0)
+        alloc, rel, used = ns.sh_alloc, ns.sh_rel, ns.sh_used
+        idle_part = np.where(alloc > 0, 1.0 - np.ceil(alloc / mem * 100) / 100, 0.0)
+        whole_releasing = (used > 0) & (rel == used)
+        rel_part = np.where((rel > 0) & ~whole_releasing, np.ceil(rel / mem * 100) / 100, 0.0)
+        cap = cap + (idle_part + rel_part).sum(axis=1)
+    return np.where(ns.ready, cap, 0.0) if ready_only else cap

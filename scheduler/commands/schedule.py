@@ -112,6 +112,10 @@ def render_table(result, snapshot) -> str:
         out.append(text_table(["TASK", "JOB", "ACTION", "PREEMPTOR", "MOVED TO", "MESSAGE"],
                           [[e.task, e.job, e.action, e.preemptor or "-", e.moved_to or "-", e.message]
                            for e in result.evicted], max_last=120))
+        scenarios = list({id(e.scenario): e.scenario for e in result.evicted if e.scenario is not None}.values())
+        if scenarios:
+            out.append(f"\nEviction scenarios ({len(scenarios)})\n")
+            out.extend(f"  {sc.preemptor}: {sc.preemptor_summary}\n" for sc in scenarios)
     else:
         out.append("  none\n")
     out.append("\nTimings (ms): " + ", ".join(f"{k} {v:.1f}" for k, v in result.timings_ms.items()) + "\n")

@@ -505,45 +505,43 @@ class Session:
         return _TaskState(self.status[i], self.node[i], self.groups[i], self.indices[i], self.accepted[i],
                           self.shadow.get(i), self.evict_prior.get(i))
 
-    def _account(self, i: int, sign: int) -> None:
-        """Add (+1) or remove (-1) the task's current placement from node and queue accounting."""
-        status, n = self.status[i], self.node[i]
+    def _copies(self, st: "_TaskState") -> list[tuple]:
+        """Where a task in state ``st`` holds node resources: ``(status, node, groups, indices, own)`` for its own
+        placement (``own`` True, when it occupies a node) and a ``"releasing"`` copy for each placement a move
+        left behind (``shadow``)."""
+        out = []
+        if st.node >= 0 and st.status in OCCUPIES_NODE:
+            out.append((st.status, st.node, list(st.groups), list(st.indices), True))
+        for sn, sg, si, _ in st.shadow or ():
+            out.append(("releasing", sn, list(sg), list(si), False))
+        return out
+
+    def _account_copy(self, i: int, copy: tuple, sign: int) -> None:
+        """Add or remove one copy of :meth:`_copies` from node accounting (the task's own placement claims
+        anonymous whole-GPU slots from the current fields, as before)."""
+        status, n, groups, indices, own = copy
+        vec = self.task_vector(i)
+        shared = self._shared_parts(i, n, indices) if self.is_shared(i) else None
+        whole = None
+        if self.kind_list[i] == KIND_WHOLE:
+            whole = self._whole_slots(i, n, status) if own else list(indices)
+        if sign > 0:
+            if shared:
+                for (slot, _), g in zip(shared, groups):
+                    self.nodes.bind_group(n, slot, g)
+            self.nodes.add(n, vec, status, shared, whole, owner=i)
+            self.predicates.add(i, n)
+        else:
+            self.nodes.remove(n, vec, status, shared, whole, owner=i)
+            self.predicates.remove(i, n)
+        if i in self.mig_req:
+            self.nodes.add_mig(n, self.mig_req[i][0], status, float(sign))
+
+    def _account_queue(self, i: int, sign: int) -> None:
         j = self.task_job[i]
-        if n >= 0 and status in OCCUPIES_NODE:
-            vec = self.task_vector(i)
-            shared = self._shared_parts(i, n, self.indices[i]) if self.is_shared(i) else None
-            whole = self._whole_slots(i, n, status) if self.kind_list[i] == KIND_WHOLE else None
-            if sign > 0:
-                if shared:
-                    for (s, _), g in zip(shared, self.groups[i]):
-                        self.nodes.bind_group(n, s, g)
-                self.nodes.add(n, vec, status, shared, whole, owner=i)
-                self.predicates.add(i, n)
-            else:
-                self.nodes.remove(n, vec, status, shared, whole, owner=i)
-                self.predicates.remove(i, n)
-            if i in self.mig_req:
-                self.nodes.add_mig(n, self.mig_req[i][0], status, float(sign))
         q = self.job_queue[j]
-        if status in COUNTS_IN_QUEUE and q >= 0:
+        if self.status[i] in COUNTS_IN_QUEUE and q >= 0:
             self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], float(sign))
-        sh = self.shadow.get(i)
-        if sh is not None:
-            sn, sgroups, sidx, _ = sh
-            vec = self.task_vector(i)
-            shared = self._shared_parts(i, sn, sidx) if self.is_shared(i) else None
-            whole = list(sidx) if self.kind_list[i] == KIND_WHOLE else None
-            if sign > 0:
-                if shared:
-                    for (s, _), g in zip(shared, sgroups):
-                        self.nodes.bind_group(sn, s, g)
-                self.nodes.add(sn, vec, "releasing", shared, whole, owner=i)
-                self.predicates.add(i, sn)
-            else:
-                self.nodes.remove(sn, vec, "releasing", shared, whole, owner=i)
-                self.predicates.remove(i, sn)
-            if i in self.mig_req:
-                self.nodes.add_mig(sn, self.mig_req[i][0], "releasing", float(sign))
 
     def _shared_parts(self, i: int, n: int, indices: list) -> list[tuple[int, float]]:
         m = self._task_mem(i, n)
@@ -560,9 +558,25 @@ class Session:
         return list(self.indices[i])
 
     def _apply(self, i: int, new: _TaskState) -> None:
-        """Move task ``i`` to ``new`` state, keeping node and queue accounting consistent."""
+        """Move task ``i`` to ``new`` state, keeping node and queue accounting consistent.
+
+        Node accounting changes only for the copies that change: a releasing copy that stays where it is (the
+        copy a move leaves on the old node, KAI keeping the evicted pod there; or a releasing task becoming such
+        a copy of its own move, and back) is never removed and re-added — KAI never does, and its shared-GPU
+        bookkeeping (a whole GPU taken from idle when a group's memory is all releasing) is not undone by a
+        removal, so doing so would drift."""
         self.job_version[self.task_job[i]] += 1
-        self._account(i, -1)
+        gone = self._copies(self._state(i))
+        added = []
+        for c in self._copies(new):
+            match = next((k for k, g in enumerate(gone) if g[:4] == c[:4]), -1)
+            if match >= 0:
+                del gone[match]
+            else:
+                added.append(c)
+        for c in gone:
+            self._account_copy(i, c, -1)
+        self._account_queue(i, -1)
         self.status[i] = new.status
         self.node[i] = new.node
         self.groups[i] = new.groups
@@ -576,7 +590,9 @@ class Session:
             self.evict_prior.pop(i, None)
         else:
             self.evict_prior[i] = new.evict_prior
-        self._account(i, +1)
+        for c in added:
+            self._account_copy(i, c, +1)
+        self._account_queue(i, +1)
 
     # ================================================================== jobs
 
@@ -898,7 +914,9 @@ class Session:
 
     def best_node(self, i: int, fit: Optional[NodeFit] = None, allowed: Optional[np.ndarray] = None,
                   bonus: Optional[np.ndarray] = None) -> int:
-        """The first node of :meth:`ordered_nodes` (or -1), without sorting them all.
+        """The first node of :meth:`ordered_nodes` (or -1), without sorting them all; ``allowed`` (a boolean
+        mask over nodes) restricts the choice, as KAI's eviction simulations do to their feasible nodes and its
+        topology plugin to a domain; ``bonus`` adds per-node scores (the topology plugin's).
 
         Node order only compares nodes, so each node's score may be replaced by any value that orders
         nodes the same way. Strategies with ``local_score`` give such a per-node value; then a cache per

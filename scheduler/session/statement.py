@@ -8,8 +8,10 @@ that :meth:`Statement.rollback` can undo everything after a :meth:`Statement.che
 - ``pipeline``: placed on resources that are being released → status ``pipelined``. A task evicted in this
   session that is pipelined back onto the same node (same GPU groups for a fraction) is *un-evicted*
   (restored to its previous status) instead; placing it elsewhere is a move: its releasing copy stays on
-  the old node until the pod is gone, and the task is pipelined on the new node.
-- ``evict``: a running/binding task becomes ``releasing`` on its node (its resources can be pipelined onto).
+  the old node until the pod is gone (``session.shadow``: one copy per move), and the task is pipelined on the
+  new node.
+- ``evict``: a running/binding/pipelined task becomes ``releasing`` on its node (its resources can be pipelined
+  onto); evicting a task pipelined earlier in the session leaves it releasing there, as KAI does.
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ from .core import KIND_WHOLE, Session, _TaskState
 from .nodes import SLOT_PIPELINED
 
 
+APPENDED = object()
+"""An operation that appended one eviction to ``session.evictions`` (rollback pops it)."""
+
+
 class Statement:
     """A transaction over a :class:`Session`."""
 
     def __init__(self, session: Session):
         self.session = session
-        self._ops: list[tuple[int, _TaskState, list, list]] = []  # see _record
+        self._ops: list[list] = []  # see _record
 
     # ------------------------------------------------------------------ operations
 
@@ -56,17 +62,22 @@ class Statement:
                     self._record(task)
                 s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
                                           cur.shadow, None))
-                s.evictions = [e for e in s.evictions if e.task != s.task_names[task]]
+                name = s.task_names[task]
+                last = max((k for k, e in enumerate(s.evictions) if e.task == name), default=-1)
+                if last >= 0:  # the eviction this un-evicts (an earlier, committed one stays)
+                    self._ops[-1][2] = (last, s.evictions.pop(last))
                 return
         shadow = cur.shadow
         if evicted_here:
-            # A move: the old pod keeps releasing its resources on the old node.
-            shadow = (cur.node, list(cur.groups), list(cur.indices), cur.accepted)
+            # A move: the evicted pod keeps releasing its resources on the node it leaves (KAI leaves it there).
+            shadow = tuple(cur.shadow or ()) + ((cur.node, list(cur.groups), list(cur.indices), cur.accepted),)
             moved = self._ops[-1][3]
-            for e in s.evictions:
-                if e.task == s.task_names[task]:
+            name = s.task_names[task]
+            for e in reversed(s.evictions):
+                if e.task == name:
                     moved.append((e, e.moved_to))
                     e.moved_to = s.nodes.names[node]
+                    break
         s._apply(task, _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node),
                                   shadow, cur.evict_prior))
 
@@ -98,30 +109,20 @@ class Statement:
                                    cur.shadow, cur.evict_prior))
 
     def evict(self, task: int, action: str, preemptor: Optional[str] = None, message: str = "") -> None:
-        """Evict a running/binding task: it becomes ``releasing`` on its node, its queue's Allocated shrinks.
-
-        A task pipelined in this session is un-pipelined (back to pending) instead.
-        """
+        """Evict an allocated task: it becomes ``releasing`` where it is, its queue's Allocated shrinks (KAI
+        ``Statement.Evict``). A task pipelined earlier in the session is evicted the same way, on the node it was
+        pipelined to; releasing copies an earlier move left stay where they are."""
         s = self.session
         cur = s._state(task)
-        if cur.status == "pipelined":
-            self._record(task)
-            if cur.shadow is not None:  # undo a move: the task is back to releasing on its old node
-                sn, sg, si, sa = cur.shadow
-                s._apply(task, _TaskState("releasing", sn, sg, si, sa, None, cur.evict_prior))
-            else:
-                s._apply(task, _TaskState("pending", -1, [], [], 0.0, None, None))
-            s.free_epoch += 1
-            return
-        if cur.status not in ("running", "binding"):
+        if cur.status not in ("running", "binding", "pipelined"):
             raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {cur.status} task")
         self._record(task)
         s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
                                   cur.status))
         job = s.jobs[s.task_job[task]]
-        # Copy-on-write: recorded operations keep a reference to the list as it was (O(1) per operation).
-        s.evictions = s.evictions + [Eviction(task=s.task_names[task], job=job.key, action=action,
-                                              preemptor=preemptor, message=message)]
+        s.evictions.append(Eviction(task=s.task_names[task], job=job.key, action=action, preemptor=preemptor,
+                                    message=message))
+        self._ops[-1][2] = APPENDED
         s.free_epoch += 1
 
     def convert_all_allocated_to_pipelined(self, job: int) -> None:
@@ -145,9 +146,12 @@ class Statement:
         """Undo every operation recorded after ``checkpoint`` (latest first)."""
         s = self.session
         while len(self._ops) > checkpoint:
-            task, before, evictions, moved = self._ops.pop()
+            task, before, eviction_change, moved = self._ops.pop()
             s._apply(task, before)
-            s.evictions = evictions
+            if eviction_change is APPENDED:
+                s.evictions.pop()
+            elif eviction_change is not None:
+                s.evictions.insert(*eviction_change)
             for e, moved_to in reversed(moved):
                 e.moved_to = moved_to
 
@@ -166,5 +170,6 @@ class Statement:
 
     def _record(self, task: int) -> None:
         s = self.session
-        # (task, state before, evictions list before — never mutated in place —, moved_to changes to undo)
-        self._ops.append((task, s._state(task), s.evictions, []))
+        # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
+        # changes to undo]
+        self._ops.append([task, s._state(task), None, []])
