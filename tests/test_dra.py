@@ -81,3 +81,76 @@ def test_shared_claims_must_agree_on_their_request():
     with pytest.raises(SnapshotError, match="claim 'c' requests 1 x gpu.nvidia.com here but 2 x gpu.nvidia.com"):
         _snap(_job("a", {"name": "a-0", "dra_claims": [_claim("c", 2, shared=True)]}),
               _job("b", {"name": "b-0", "dra_claims": [_claim("c", 1, shared=True)]}))
+
+
+def _running(name, node, *claims):
+    return {"name": name, "status": "running", "node": node, "dra_claims": list(claims)}
+
+
+def test_queue_and_fair_share_count_claimed_devices_like_gpus():
+    snap = _snap(_job("train", _running("t-0", "dra-a", _claim("t-0-gpu", 2))),
+                 _job("inf", {"name": "inf-0", "dra_claims": [_claim("inf-0-gpu", 3)]}))
+    assert cluster_total(snap)["gpu"] == 20  # 8 + 4 DRA devices + 8 device-plugin GPUs
+    r = run_session(snap)
+    assert r.tasks["inf-0"].status == "binding"
+    assert r.queue_stats["serve"]["gpu"]["allocated"] == 5  # 2 running + 3 placed
+
+
+def test_claims_go_only_to_nodes_whose_slices_have_free_devices():
+    # dra-a has 4 of 8 devices held: a 5-device claim fits neither DRA node, and h100's 8 free GPUs are not DRA devices
+    snap = _snap(_job("held", _running("h-0", "dra-a", _claim("h-0-gpu", 4))),
+                 _job("big", {"name": "big-0", "dra_claims": [_claim("big-0-gpu", 5)]}),
+                 _job("four", {"name": "four-0", "dra_claims": [_claim("four-0-gpu", 4)]}))
+    r = run_session(snap)
+    assert _where(r, "big") == [None] and _where(r, "four") in (["dra-a"], ["dra-b"])
+    msg = r.jobs["big"].message
+    assert "had no DRA GPU devices for the pod's ResourceClaims" in msg and "insufficient GPU" in msg, msg
+    # a device-plugin request of 5 GPUs fits h100; KAI counts a DRA node's devices among its GPUs, so with h100
+    # full it takes them too (only fractional / shared requests are kept off DRA nodes)
+    snap = _snap(_job("held", _running("h-0", "dra-a", _claim("h-0-gpu", 4))), _job("big", {"name": "big-0", "gpu": 5}))
+    assert _where(run_session(snap), "big") == ["h100"]
+    full = _job("full", {"name": "f-0", "gpu": 8, "status": "running", "node": "h100"}) | {"priority": 100}
+    assert _where(run_session(_snap(full, _job("big", {"name": "big-0", "gpu": 5}))), "big") == ["dra-a"]
+
+
+def test_fractional_pods_do_not_go_to_dra_nodes():
+    full = _job("full", {"name": "f-0", "gpu": 8, "status": "running", "node": "h100"}) | {"priority": 100}
+    labelled = [n | {"gpu_memory_mib": 81920} for n in NODES]  # DRA nodes that also carry the GPU-memory label
+    r = run_session(_snap(full, _job("half", {"name": "half-0", "gpu": 0.5}), nodes=labelled))
+    assert _where(r, "half") == [None]
+    assert "fractional/shared GPU pods are not yet supported on DRA-only nodes" in r.jobs["half"].message
+    r = run_session(_snap(_job("half", {"name": "half-0", "gpu": 0.5})))
+    assert _where(r, "half") == ["h100"]
+
+
+def _fill_dra_a():
+    return _job("fill", _running("fill-0", "dra-a", _claim("fill-0-gpu", 8)))
+
+
+def test_a_shared_claim_takes_its_devices_once_on_the_node_but_counts_per_pod_in_the_queue():
+    # two pods on dra-b hold one shared 2-device claim: dra-b has 2 of 4 devices left, so a 2-device pod fits there
+    shared = _claim("team/shared", 2, shared=True)
+    snap = _snap(_fill_dra_a(), _job("pair", _running("p-0", "dra-b", shared), _running("p-1", "dra-b", shared)),
+                 _job("new", {"name": "new-0", "dra_claims": [_claim("new-0-gpu", 2)]}))
+    r = run_session(snap)
+    assert _where(r, "new") == ["dra-b"]
+    assert r.queue_stats["serve"]["gpu"]["allocated"] == 8 + 2 + 2 + 2  # KAI's queues count each pod's claim
+    # the same pods with a claim each hold all 4 devices: nothing is left for the new pod
+    snap = _snap(_fill_dra_a(), _job("pair", _running("p-0", "dra-b", _claim("a", 2)), _running("p-1", "dra-b", _claim("b", 2))),
+                 _job("new", {"name": "new-0", "dra_claims": [_claim("new-0-gpu", 2)]}))
+    assert _where(run_session(snap), "new") == [None]
+
+
+def test_a_pending_pod_of_an_allocated_shared_claim_joins_it_on_its_node():
+    # dra-b is full (the shared claim's 2 devices and another pod's 2); dra-a is empty. The pending pod of the shared
+    # claim needs no new device and may only go where the claim is allocated.
+    shared = _claim("team/shared", 2, shared=True)
+    snap = _snap(_job("pair", _running("p-0", "dra-b", shared), {"name": "p-1", "dra_claims": [shared]}),
+                 _job("other", _running("o-0", "dra-b", _claim("o-0-gpu", 2))))
+    r = run_session(snap)
+    assert r.tasks["p-1"].node == "dra-b" and r.tasks["p-1"].status == "binding"
+    assert r.queue_stats["serve"]["gpu"]["allocated"] == 6
+    # a pod of a shared claim nobody holds yet needs its devices like any claim
+    snap = _snap(_job("other", _running("o-0", "dra-b", _claim("o-0-gpu", 4))),
+                 _job("pair", {"name": "p-1", "dra_claims": [shared]}))
+    assert run_session(snap).tasks["p-1"].node == "dra-a"
