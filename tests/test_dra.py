@@ -154,3 +154,66 @@ def test_a_pending_pod_of_an_allocated_shared_claim_joins_it_on_its_node():
     snap = _snap(_job("other", _running("o-0", "dra-b", _claim("o-0-gpu", 4))),
                  _job("pair", {"name": "p-1", "dra_claims": [shared]}))
     assert run_session(snap).tasks["p-1"].node == "dra-a"
+
+
+# ------------------------------------------------------------------ KAI zip import (resource.k8s.io/v1 objects)
+
+def _slice(node, driver, devices):
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{driver}", "uid": f"slice-{node}-{driver}"},
+            "spec": {"nodeName": node, "driver": driver, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"dev-{k}"} for k in range(devices)]}}
+
+
+def _rclaim(name, device_class, count=None, owner_uid=None, reserved_for=()):
+    exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount"}
+    if count is not None:
+        exactly["count"] = count
+    meta = {"name": name, "namespace": "team-a", "uid": f"claim-{name}"}
+    if owner_uid:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": owner_uid}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+            "status": {"reservedFor": [{"resource": "pods", "name": p, "uid": u} for p, u in reserved_for]}}
+
+
+def _claim_pod(ko, name, ref, node=None, made=None):
+    p = ko.pod(name, pod_group=name.rsplit("-", 1)[0], node=node)
+    p["spec"]["resourceClaims"] = [ref]
+    if made:
+        p["status"]["resourceClaimStatuses"] = [{"name": ref["name"], "resourceClaimName": made}]
+    return p
+
+
+def test_kai_zip_import_reads_slices_and_claims(tmp_path):
+    from tests import kai_objects as ko
+    from scheduler.sources.kai_snapshot import load_kai_snapshot
+
+    inf = _claim_pod(ko, "inf-0", {"name": "gpu", "resourceClaimTemplateName": "one-gpu"}, made="inf-0-gpu-x7k2p")
+    sh = [_claim_pod(ko, f"sh-{k}", {"name": "gpu", "resourceClaimName": "shared-gpu"}, node="dra-0") for k in (0, 1)]
+    net = _claim_pod(ko, "net-0", {"name": "nic", "resourceClaimName": "nic"})
+    claims = [_rclaim("inf-0-gpu-x7k2p", "gpu.nvidia.com", 2, owner_uid=inf["metadata"]["uid"]),
+              _rclaim("shared-gpu", "gpu.nvidia.com", reserved_for=[(p["metadata"]["name"], p["metadata"]["uid"]) for p in sh]),
+              _rclaim("nic", "rdma.example.com", 1)]
+    objects = {"nodes": [ko.node("dra-0", gpus=0), ko.node("plain", gpus=8)],
+               "pods": [inf, *sh, net], "queues": [ko.queue("team-a", **{r: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+                                                                  for r in ("gpu", "cpu", "memory")})],
+               "podgroups": [ko.pod_group(n) for n in ("inf", "sh", "net")],
+               "priorityclasses": ko.kai_priority_classes(),
+               "resourceSlices": [_slice("dra-0", "gpu.nvidia.com", 4), _slice("dra-0", "rdma.example.com", 2)],
+               "resourceClaims": claims}
+    path = tmp_path / "dra.zip"
+    path.write_bytes(ko.kai_zip_bytes(ko.kai_snapshot_doc(objects)))
+    snap = load_kai_snapshot(path)
+    node = snap.node_map()["dra-0"]
+    assert (node.gpus, node.dra_gpus) == (4, 4) and snap.node_map()["plain"].dra_gpus == 0  # the NIC slice is not GPUs
+    tasks = {t.name: t for j in snap.jobs for t in j.tasks}
+    assert [(c.name, c.gpus, c.shared) for c in tasks["team-a/inf-0"].dra_claims] == [("team-a/inf-0-gpu-x7k2p", 2, False)]
+    assert tasks["team-a/inf-0"].gpu == 2
+    assert [(c.name, c.gpus, c.shared) for c in tasks["team-a/sh-1"].dra_claims] == [("team-a/shared-gpu", 1, True)]
+    assert tasks["team-a/net-0"].dra_claims == [] and tasks["team-a/net-0"].gpu == 0
+    validate(snap)
+    # the shared claim takes 1 of dra-0's 4 devices, so the 2-device claim fits there (and not on plain)
+    r = run_session(snap)
+    assert r.tasks["team-a/inf-0"].node == "dra-0"
+    assert r.queue_stats["team-a"]["gpu"]["allocated"] == 4  # 1 + 1 (per pod) + 2

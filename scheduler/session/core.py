@@ -274,7 +274,8 @@ class Session:
         self._vec_cache: dict[int, np.ndarray] = {}
         self._cpu_l = self.cpu.tolist()
         self._mem_l = self.mem.tolist()
-        self._gpu_l = self.node_gpu.tolist()
+        self._gpu_l = self.gpu.tolist()  # requests (the packing bound of the eviction actions reads them)
+        self._node_gpu_l = self._gpu_l if self.node_gpu is self.gpu else self.node_gpu.tolist()
 
     def _build_mig(self, tasks: list[Task], status: list[str], node: list[int]) -> None:
         """MIG requests (``mig_req[i]`` = (instances per node profile, whether every profile exists on some node))
@@ -870,7 +871,7 @@ class Session:
             elif self._gpu_sharing_order and ns.slot_group[n] and ns.shared_gpu_in_use(n):
                 local += scores.GPU_SHARING
         else:
-            need = self._gpu_l[i]
+            need = self._node_gpu_l[i]
             mig = self.mig_req.get(i) if self.mig_req else None
             if self._mig_nodes:
                 f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])  # whole GPUs only
