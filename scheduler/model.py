@@ -371,6 +371,12 @@ class DraClaim:
     shared: bool = False
     """A claim the pod names directly (``resourceClaimName``), which several pods may hold; a claim made from
     a ResourceClaimTemplate belongs to one pod."""
+    queue: Optional[str] = None
+    """A shared claim's ``kai.scheduler/queue`` label: KAI schedules a pod of a shared GPU claim only when it names
+    the pod's queue."""
+    missing: bool = False
+    """The pod names a claim that does not exist (yet: the DRA controller has not made the template's claim);
+    KAI keeps the pod pending. ``gpus`` is then 0."""
 
 
 @dataclass

@@ -641,9 +641,14 @@ def _parse_dra_claim(v: Any, p: str, e: _Collector) -> Optional[DraClaim]:
     if m is None:
         return None
     kw = _parse_fields(m, {"name": lambda x, pp, ee: _string(x, pp, ee), "gpus": _num("devices", integer=True),
-                           "device_class": lambda x, pp, ee: _string(x, pp, ee), "shared": _bool},
+                           "device_class": lambda x, pp, ee: _string(x, pp, ee), "shared": _bool,
+                           "queue": lambda x, pp, ee: _string(x, pp, ee, optional=True), "missing": _bool},
                        p, e, required=("name",))
-    if "gpus" in kw:
+    if kw.get("missing"):
+        kw.setdefault("gpus", 0)
+        if kw["gpus"] != 0:
+            e.add(f"{p}.gpus", "a missing claim requests nothing (gpus: 0)")
+    elif "gpus" in kw:
         kw["gpus"] = int(kw["gpus"])
         if kw["gpus"] < 1:
             e.add(f"{p}.gpus", "a GPU claim requests at least 1 device")
@@ -805,6 +810,8 @@ def _check_claim_shared(c: DraClaim, task: str, tp: str, seen: dict, errs: _Coll
     if not (c.shared and other.shared):
         errs.add(f"{tp}.dra_claims[{c.name}].shared", f"claim {c.name!r} is also used by task {first[0]!r}: a claim "
                                                      "several pods use is a shared one (shared: true in each)")
+    elif c.missing or other.missing:
+        pass  # neither task sees the claim
     elif (c.gpus, c.device_class) != (other.gpus, other.device_class):
         errs.add(f"{tp}.dra_claims[{c.name}]", f"claim {c.name!r} requests {c.gpus} x {c.device_class} here but "
                                               f"{other.gpus} x {other.device_class} in task {first[0]!r}")
@@ -1380,6 +1387,10 @@ def _dra_claim_dict(c: DraClaim) -> dict:
     d: dict[str, Any] = {"name": c.name, "gpus": c.gpus, "device_class": c.device_class}
     if c.shared:
         d["shared"] = True
+    if c.queue:
+        d["queue"] = c.queue
+    if c.missing:
+        d["missing"] = True
     return d
 
 

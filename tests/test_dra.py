@@ -30,9 +30,9 @@ def _job(name, *tasks, min_available=1):
     return {"name": name, "queue": "serve", "min_available": min_available, "tasks": list(tasks)}
 
 
-def _claim(name, gpus=1, shared=False):
+def _claim(name, gpus=1, shared=False, queue="serve"):
     c = {"name": name, "gpus": gpus, "device_class": "gpu.nvidia.com"}
-    return c | {"shared": True} if shared else c
+    return c | {"shared": True, "queue": queue} if shared else c
 
 
 def _where(result, job):
@@ -150,10 +150,27 @@ def test_a_pending_pod_of_an_allocated_shared_claim_joins_it_on_its_node():
     r = run_session(snap)
     assert r.tasks["p-1"].node == "dra-b" and r.tasks["p-1"].status == "binding"
     assert r.queue_stats["serve"]["gpu"]["allocated"] == 6
+    # KAI schedules a pod of a shared GPU claim only when the claim's kai.scheduler/queue label names its queue
+    for queue in ("other", None):
+        bad = _claim("team/shared", 2, shared=True, queue=queue)
+        r = run_session(_snap(_job("pair", _running("p-0", "dra-b", bad), {"name": "p-1", "dra_claims": [bad]})))
+        assert r.tasks["p-1"].node is None
+        assert "a shared GPU claim it names lacks the job's queue label" in r.jobs["pair"].message
     # a pod of a shared claim nobody holds yet needs its devices like any claim
     snap = _snap(_job("other", _running("o-0", "dra-b", _claim("o-0-gpu", 4))),
                  _job("pair", {"name": "p-1", "dra_claims": [shared]}))
     assert run_session(snap).tasks["p-1"].node == "dra-a"
+
+
+def test_a_pod_whose_claim_does_not_exist_yet_waits():
+    missing = {"name": "serve/inf-0-gpu (from ResourceClaimTemplate one-gpu)", "gpus": 0, "missing": True}
+    snap = _snap(_job("inf", {"name": "inf-0", "dra_claims": [missing]}))
+    assert snap.jobs[0].tasks[0].gpu == 0 and snapshot_from_dict(snapshot_to_dict(snap)) == snap
+    r = run_session(snap)
+    assert r.tasks["inf-0"].node is None  # a CPU-only pod would fit anywhere
+    assert "a ResourceClaim it names does not exist (yet)" in r.jobs["inf"].message
+    with pytest.raises(SnapshotError, match="a missing claim requests nothing"):
+        _snap(_job("inf", {"name": "inf-0", "dra_claims": [missing | {"gpus": 1}]}))
 
 
 # ------------------------------------------------------------------ KAI zip import (resource.k8s.io/v1 objects)
@@ -165,11 +182,11 @@ def _slice(node, driver, devices):
                      "devices": [{"name": f"dev-{k}"} for k in range(devices)]}}
 
 
-def _rclaim(name, device_class, count=None, owner_uid=None, reserved_for=()):
+def _rclaim(name, device_class, count=None, owner_uid=None, reserved_for=(), labels=None):
     exactly = {"deviceClassName": device_class, "allocationMode": "ExactCount"}
     if count is not None:
         exactly["count"] = count
-    meta = {"name": name, "namespace": "team-a", "uid": f"claim-{name}"}
+    meta = {"name": name, "namespace": "team-a", "uid": f"claim-{name}", "labels": labels or {}}
     if owner_uid:
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": owner_uid}]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": meta,
@@ -192,13 +209,15 @@ def test_kai_zip_import_reads_slices_and_claims(tmp_path):
     inf = _claim_pod(ko, "inf-0", {"name": "gpu", "resourceClaimTemplateName": "one-gpu"}, made="inf-0-gpu-x7k2p")
     sh = [_claim_pod(ko, f"sh-{k}", {"name": "gpu", "resourceClaimName": "shared-gpu"}, node="dra-0") for k in (0, 1)]
     net = _claim_pod(ko, "net-0", {"name": "nic", "resourceClaimName": "nic"})
+    unmade = _claim_pod(ko, "unmade-0", {"name": "gpu", "resourceClaimTemplateName": "one-gpu"})
     claims = [_rclaim("inf-0-gpu-x7k2p", "gpu.nvidia.com", 2, owner_uid=inf["metadata"]["uid"]),
-              _rclaim("shared-gpu", "gpu.nvidia.com", reserved_for=[(p["metadata"]["name"], p["metadata"]["uid"]) for p in sh]),
+              _rclaim("shared-gpu", "gpu.nvidia.com", reserved_for=[(p["metadata"]["name"], p["metadata"]["uid"]) for p in sh],
+                      labels={"kai.scheduler/queue": "team-a"}),
               _rclaim("nic", "rdma.example.com", 1)]
     objects = {"nodes": [ko.node("dra-0", gpus=0), ko.node("plain", gpus=8)],
-               "pods": [inf, *sh, net], "queues": [ko.queue("team-a", **{r: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+               "pods": [inf, *sh, net, unmade], "queues": [ko.queue("team-a", **{r: {"quota": -1, "limit": -1, "overQuotaWeight": 1}
                                                                   for r in ("gpu", "cpu", "memory")})],
-               "podgroups": [ko.pod_group(n) for n in ("inf", "sh", "net")],
+               "podgroups": [ko.pod_group(n) for n in ("inf", "sh", "net", "unmade")],
                "priorityclasses": ko.kai_priority_classes(),
                "resourceSlices": [_slice("dra-0", "gpu.nvidia.com", 4), _slice("dra-0", "rdma.example.com", 2)],
                "resourceClaims": claims}
@@ -210,10 +229,13 @@ def test_kai_zip_import_reads_slices_and_claims(tmp_path):
     tasks = {t.name: t for j in snap.jobs for t in j.tasks}
     assert [(c.name, c.gpus, c.shared) for c in tasks["team-a/inf-0"].dra_claims] == [("team-a/inf-0-gpu-x7k2p", 2, False)]
     assert tasks["team-a/inf-0"].gpu == 2
-    assert [(c.name, c.gpus, c.shared) for c in tasks["team-a/sh-1"].dra_claims] == [("team-a/shared-gpu", 1, True)]
+    assert [(c.name, c.gpus, c.shared, c.queue) for c in tasks["team-a/sh-1"].dra_claims] == [
+        ("team-a/shared-gpu", 1, True, "team-a")]
     assert tasks["team-a/net-0"].dra_claims == [] and tasks["team-a/net-0"].gpu == 0
+    assert [(c.name, c.missing) for c in tasks["team-a/unmade-0"].dra_claims] == [
+        ("team-a/gpu (from ResourceClaimTemplate one-gpu)", True)]
     validate(snap)
     # the shared claim takes 1 of dra-0's 4 devices, so the 2-device claim fits there (and not on plain)
     r = run_session(snap)
-    assert r.tasks["team-a/inf-0"].node == "dra-0"
+    assert r.tasks["team-a/inf-0"].node == "dra-0" and r.tasks["team-a/unmade-0"].node is None
     assert r.queue_stats["team-a"]["gpu"]["allocated"] == 4  # 1 + 1 (per pod) + 2

@@ -52,7 +52,10 @@ PREDICATE_REASONS = {"node affinity/selector": "didn't match Pod's node affinity
                      "pod anti-affinity": "didn't match pod anti-affinity rules",
                      "DRA devices": "had no DRA GPU devices for the pod's ResourceClaims",
                      "DRA-only node": "had DRA GPUs (fractional/shared GPU pods are not yet supported on DRA-only nodes)",
-                     "claim allocated": "were not the node its shared ResourceClaim is allocated on"}
+                     "claim allocated": "were not the node its shared ResourceClaim is allocated on",
+                     "claim missing": "cannot take it: a ResourceClaim it names does not exist (yet)",
+                     "claim queue label": "cannot take it: a shared GPU claim it names lacks the job's queue label "
+                                          "(kai.scheduler/queue)"}
 """Fit-error wording of the predicate checks (kube-scheduler's reasons, as KAI reports them)."""
 
 
@@ -310,6 +313,15 @@ class Session:
         self._dra_nodes = dra if dra.any() or any(self.dra_task) else None
         if self._dra_nodes is None:
             return
+        # KAI's DRA pre-predicate: every claim exists, and a shared GPU claim carries the job's queue label
+        queues = [j.queue for j in snapshot.jobs]
+        self.dra_blocked: dict[int, str] = {}
+        for i, t in enumerate(tasks):
+            for c in t.dra_claims:
+                if c.missing:
+                    self.dra_blocked[i] = "claim missing"
+                elif c.shared and c.queue != queues[self.task_job[i]]:
+                    self.dra_blocked.setdefault(i, "claim queue label")
         self._dra_node_l = dra.tolist()
         held: dict[str, int] = {}  # shared claim -> the node of the placed task holding it first
         for i, t in enumerate(tasks):
@@ -343,6 +355,9 @@ class Session:
         ``PredicateByNodeResourcesType``)."""
         dra = self._dra_nodes[rows]
         if self.dra_task[i]:
+            blocked = self.dra_blocked.get(i)
+            if blocked is not None:
+                return {blocked: np.zeros(dra.shape, dtype=bool)}
             parts = {"DRA devices": dra}
             pin = self.dra_pin.get(i)
             if pin is not None:
@@ -355,7 +370,7 @@ class Session:
     def _dra_fits_node(self, i: int, n: int) -> bool:
         """:meth:`_dra_parts` for one node (the plain-Python path of :meth:`_eval_node`)."""
         if self.dra_task[i]:
-            return self._dra_node_l[n] and self.dra_pin.get(i, n) == n
+            return self._dra_node_l[n] and self.dra_pin.get(i, n) == n and i not in self.dra_blocked
         return True  # _eval_node sees CPU-only and whole-GPU tasks only
 
     def _build_whole_slots(self, node_arr, on_node, releasing) -> None:
@@ -999,7 +1014,7 @@ class Session:
         static = self.predicates.static(i)[0]
         key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
                None if static is None else id(static),
-               None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i)))
+               None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i), self.dra_blocked.get(i)))
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:

@@ -9,10 +9,12 @@ are those its spec names (directly, or through the claim a ResourceClaimTemplate
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from ..model import DraClaim, is_gpu_device_class
 
+QUEUE_LABEL = "kai.scheduler/queue"
+"""The label a shared GPU claim names its queue with (KAI's DRA plugin schedules its pods only in that queue)."""
 EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 """Annotation of the claims kube-scheduler makes for extended resources backed by DRA: their GPUs are already in
 the pod's resource requests, so KAI skips them."""
@@ -68,18 +70,21 @@ class ClaimIndex:
     """The GPU claims of a cluster, looked up per pod."""
 
     def __init__(self, claims: Iterable[Any]) -> None:
-        self.by_key: dict[str, tuple[int, str]] = {}
+        self.by_key: dict[str, tuple[int, str, Optional[str]]] = {}
         self.by_pod_uid: dict[str, list[str]] = {}
+        self.existing: set[str] = set()
         for c in claims:
             meta = _d(c, "metadata")
             ns, name = meta.get("namespace") or "default", meta.get("name")
             if not isinstance(name, str) or not name:
                 continue
             key = f"{ns}/{name}"
+            self.existing.add(key)
             gpus, cls = claim_gpus(c)
             if gpus <= 0:
                 continue
-            self.by_key[key] = (gpus, cls)
+            queue = _d(meta, "labels").get(QUEUE_LABEL)
+            self.by_key[key] = (gpus, cls, queue if isinstance(queue, str) and queue else None)
             owner = next((o.get("uid") for o in _l(meta, "ownerReferences")
                           if isinstance(o, dict) and o.get("kind") == "Pod"), None)
             if owner is None:
@@ -88,28 +93,34 @@ class ClaimIndex:
             if isinstance(owner, str) and owner:
                 self.by_pod_uid.setdefault(owner, []).append(key)
         self.signature = tuple(sorted(self.by_key.items())), tuple(sorted(
-            (k, tuple(v)) for k, v in self.by_pod_uid.items()))
+            (k, tuple(v)) for k, v in self.by_pod_uid.items())), tuple(sorted(self.existing))
 
     def pod_claims(self, pod: Any) -> list[DraClaim]:
-        """The pod's GPU claims, in spec order, then those that name the pod only as owner or consumer."""
-        if not self.by_key:
+        """The pod's GPU claims, in spec order, then those that name the pod only as owner or consumer. A claim the
+        pod names that does not exist (a template's claim the DRA controller has not made yet) is ``missing``."""
+        refs = _l(pod, "spec", "resourceClaims")
+        if not self.by_key and not refs:
             return []
         meta = _d(pod, "metadata")
         ns = meta.get("namespace") or "default"
         made = {s.get("name"): s.get("resourceClaimName") for s in _l(pod, "status", "resourceClaimStatuses")
                 if isinstance(s, dict)}
         out: dict[str, DraClaim] = {}
-        for ref in _l(pod, "spec", "resourceClaims"):
+        for ref in refs:
             if not isinstance(ref, dict):
                 continue
             direct = ref.get("resourceClaimName")
             name = direct if isinstance(direct, str) and direct else made.get(ref.get("name"))
             key = f"{ns}/{name}" if isinstance(name, str) and name else None
-            if key in self.by_key and key not in out:
-                gpus, cls = self.by_key[key]
-                out[key] = DraClaim(name=key, gpus=gpus, device_class=cls, shared=bool(direct))
+            if key is None or key not in self.existing:
+                shown = key or f"{ns}/{ref.get('name')} (from ResourceClaimTemplate {ref.get('resourceClaimTemplateName')})"
+                out.setdefault(shown, DraClaim(name=shown, gpus=0, missing=True, shared=bool(direct)))
+            elif key in self.by_key and key not in out:
+                gpus, cls, queue = self.by_key[key]
+                out[key] = DraClaim(name=key, gpus=gpus, device_class=cls, shared=bool(direct),
+                                    queue=queue if direct else None)
         for key in self.by_pod_uid.get(meta.get("uid") or "", ()):
             if key not in out:
-                gpus, cls = self.by_key[key]
+                gpus, cls, _ = self.by_key[key]
                 out[key] = DraClaim(name=key, gpus=gpus, device_class=cls)
         return list(out.values())
