@@ -2,12 +2,15 @@
 
     python -m bench.metrics_frame                   # 4,000 nodes x 8 GPUs
     python -m bench.metrics_frame --nodes 500 --repeat 5
+    python -m bench.metrics_frame --observed        # as the kube source sees it: whole-GPU pods without devices
 
 The cluster: every node's GPUs 0-5 held whole by 1-GPU pods, GPU 6 shared by three fractional pods
 (0.5 + 0.25 + 0.25), GPU 7 free; every pod has usage. Stages: ``update`` (``ExporterState.update``, the
 exporter's whole tick: values and exposition text; wall and process CPU time), ``simulate`` (``simulate_gpus``: a SimGpu per GPU),
 ``render`` (exposition text from those), ``samples`` (a Prometheus instant-vector built from the text -> samples, what the reader
-does with a query result), ``frame`` (build_gpu_frame). Medians over ``--repeat`` runs.
+does with a query result), ``frame`` (build_gpu_frame). Medians over ``--repeat`` runs. With ``--observed`` the
+frame is built on a copy whose whole-GPU pods carry no device index (Kubernetes never says which GPU they
+hold), so every one is joined to its devices through dcgm-exporter's pod labels.
 """
 
 from __future__ import annotations
@@ -38,8 +41,18 @@ def cluster(nodes: int) -> Snapshot:
     return snap
 
 
-def run(nodes: int, repeat: int) -> None:
+def observed(snap: Snapshot) -> Snapshot:
+    """``snap`` as the kube source sees it: no device index on whole-GPU pods."""
+    out = snap.copy()
+    for _, t in out.iter_tasks():
+        if not t.is_fractional:
+            t.gpu_indices = []
+    return out
+
+
+def run(nodes: int, repeat: int, as_observed: bool = False) -> None:
     snap = cluster(nodes)
+    seen = observed(snap) if as_observed else snap
     variant = V.EXPORTER_VARIANTS["classic"]
     detected = V.variant_for_exporter(variant)
     timings: dict[str, list[float]] = {"update": [], "update cpu": [], "simulate": [], "render": [], "samples": [],
@@ -60,7 +73,7 @@ def run(nodes: int, repeat: int) -> None:
         t3 = time.perf_counter()
         samples = samples_from_vector(vector, detected)
         t4 = time.perf_counter()
-        frame = build_gpu_frame(snap, samples)
+        frame = build_gpu_frame(seen, samples)
         t5 = time.perf_counter()
         for key, dt in zip(("simulate", "render", "samples", "frame"), (t1 - t0, t2 - t1, t4 - t3, t5 - t4)):
             timings[key].append(dt)
@@ -74,8 +87,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=4000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--observed", action="store_true", help="whole-GPU pods without device indices")
     args = parser.parse_args()
-    run(args.nodes, args.repeat)
+    run(args.nodes, args.repeat, args.observed)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from typing import Any, Iterable, Mapping, Optional, Union
 import pandas as pd
 
 from scheduler.errors import SourceError
+from scheduler.scoping import HIDDEN_JOB, Redactor
 
 from .state import HistoryRecord, LiveState, Tick, TickHistory
 
@@ -160,6 +161,7 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
     if tick is None or granted == ALL:
         return tick
     visible = expand(granted, tick.scheduled.queues) or frozenset()
+    redact = Redactor(tick.scheduled, visible)   # names of hidden queues, jobs, pods in what is left
     snapshot = scope_snapshot(tick.snapshot, visible)
     result = tick.result
     if result is not None:
@@ -171,15 +173,17 @@ def scope_tick(tick: Optional[Tick], granted: Grant) -> Optional[Tick]:
             if hasattr(result, name):
                 fields[name] = {k: v for k, v in getattr(result, name).items() if k in keep}
         if hasattr(result, "jobs"):
-            fields["jobs"] = {k: v for k, v in result.jobs.items() if k in job_keys}
+            fields["jobs"] = {k: redact.value(v) for k, v in result.jobs.items() if k in job_keys}
         if hasattr(result, "tasks"):
             fields["tasks"] = {k: v for k, v in result.tasks.items() if k in task_names}
         if hasattr(result, "evicted"):
-            fields["evicted"] = [e for e in result.evicted if e.job in job_keys]
+            fields["evicted"] = [redact.value(e) if not e.preemptor or e.preemptor in job_keys else
+                                 dataclasses.replace(e, preemptor=HIDDEN_JOB, message=HIDDEN_CAUSE)
+                                 for e in result.evicted if e.job in job_keys]
         result = dataclasses.replace(result, **fields) if dataclasses.is_dataclass(result) else None
     else:
         job_keys = {j.key for j in snapshot.jobs}
-    explanations = {k: v for k, v in (tick.explanations or {}).items() if k in job_keys}
+    explanations = {k: redact.explanation(v) for k, v in (tick.explanations or {}).items() if k in job_keys}
     return dataclasses.replace(tick, snapshot=snapshot, result=result, explanations=explanations,
                                gpu_frame=scope_gpu_frame(tick.gpu_frame, visible))
 
@@ -193,6 +197,8 @@ def scope_snapshot(snap, visible: frozenset):
 
 
 HIDDEN_FRAME_COLUMNS = ("task", "pod", "namespace", "job", "queue", "dcgm_pod")
+HIDDEN_CAUSE = "evicted for a job of a queue you cannot see"
+HIDDEN_EVIDENCE = "flag raised; its evidence names pods of a queue you cannot see"
 
 
 def scope_gpu_frame(frame: Optional[pd.DataFrame], visible: frozenset) -> Optional[pd.DataFrame]:
@@ -204,6 +210,16 @@ def scope_gpu_frame(frame: Optional[pd.DataFrame], visible: frozenset) -> Option
     if "dcgm_pod" in shown:       # a visible slice's GPU may credit another queue's pod (shared GPU)
         mine = set(frame.loc[~other & frame["pod"].notna(), "pod"]) if "pod" in frame else set()
         shown.loc[~shown["dcgm_pod"].isin(mine), "dcgm_pod"] = None
+    if "evidence" in shown and other.any():   # evidence sentences name pods: hide any naming a hidden one
+        names = {str(v) for c in ("task", "pod", "job") if c in frame for v in frame.loc[other, c].dropna()}
+        if names:
+            leaks = shown["evidence"].fillna("").map(lambda e: bool(e) and any(n in e for n in names))
+            shown.loc[leaks, "evidence"] = HIDDEN_EVIDENCE
+        if "dcgm_pod" in frame:                # a free GPU's DCGM pod named in its evidence
+            credited = frame.loc[frame["queue"].isna(), "dcgm_pod"].dropna()
+            unseen = {str(p) for p in credited} - set(shown["dcgm_pod"].dropna())
+            leaks = shown["evidence"].fillna("").map(lambda e: bool(e) and any(p in e for p in unseen))
+            shown.loc[leaks, "evidence"] = HIDDEN_EVIDENCE
     return shown.reset_index(drop=True)
 
 
@@ -308,6 +324,75 @@ def configure_access(access: Optional[AccessMap]) -> None:
     import panel as pn
 
     pn.config.authorize_callback = access.authorize if access is not None else None
+    if access is not None:
+        _guard_websocket()
+
+
+def _websocket_user_info(handler) -> dict:
+    """The login behind a websocket handshake, from the same signed cookies Panel reads in a session."""
+    from panel.config import config
+    from panel.io.state import state
+    from panel.util import decode_token
+    from tornado.web import decode_signed_value
+
+    info: dict = {}
+    raw = handler.get_cookie("id_token")
+    if raw:
+        value = decode_signed_value(config.cookie_secret, "id_token", raw)
+        if value is not None:
+            try:
+                info.update(decode_token(state._decrypt_cookie(value)))
+            except Exception:  # noqa: BLE001 — an unreadable token adds nothing; the user name still counts
+                pass
+    user = handler.current_user
+    if isinstance(user, bytes):
+        user = user.decode("utf-8", "replace")
+    if user and "user" not in info:
+        info["user"] = user
+    return info
+
+
+def websocket_refused(handler) -> bool:
+    """Whether the access map refuses the login opening this websocket (Panel checks the page only)."""
+    if _ACCESS is None or handler.current_user is None:
+        return False
+    return not _ACCESS.authorize(_websocket_user_info(handler))
+
+
+def _guard_websocket() -> None:
+    """Refuse the ``/ws`` handshake of a login the access map refuses: Bokeh builds a session for any
+    authenticated websocket carrying a session token (unsigned by default), so without this a refused user
+    could open a live session by hand. Installed once on Panel's ``WSHandler``."""
+    from panel.io.server import WSHandler
+
+    if getattr(WSHandler, "_kaidash_guarded", False):
+        return
+    original = WSHandler.prepare
+
+    async def prepare(self):
+        await original(self)
+        if not self._finished and websocket_refused(self):
+            log.warning("refused a websocket session for %r: no grant in the access map", self.current_user)
+            self.set_status(403)
+            self.finish()
+
+    WSHandler.prepare = prepare
+    WSHandler._kaidash_guarded = True
+
+
+def may_import(state: Any) -> bool:
+    """Whether a session's user may import a snapshot: not one scoped to some queues (checked before parsing)."""
+    return not isinstance(state, ScopedState)
+
+
+def _session_user() -> tuple[Optional[str], list[str], dict]:
+    import panel as pn
+
+    info = dict(pn.state.user_info or {})
+    if pn.state.user and "user" not in info:
+        info["user"] = pn.state.user
+    user, groups = user_and_groups(info)
+    return user, groups, info
 
 
 def session_state(base: LiveState) -> tuple[LiveState, bool]:
@@ -320,10 +405,7 @@ def session_state(base: LiveState) -> tuple[LiveState, bool]:
         return base, True
     import panel as pn
 
-    info = dict(pn.state.user_info or {})
-    if pn.state.user and "user" not in info:
-        info["user"] = pn.state.user
-    user, groups = user_and_groups(info)
+    user, groups, _ = _session_user()
     granted = _ACCESS.grant(user, groups)
     if granted == ALL:
         return base, True

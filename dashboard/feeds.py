@@ -180,7 +180,8 @@ def make_feed(options: SourceOptions) -> Feed:
         with server_reads():   # only inside the data directories (kaidash serve --data-dir), a regular file, in time
             return Feed(load_snapshot(options.snapshot), label=options.label())
     if options.source == "kube":
-        return KubeFeed(options.context)
+        # a hung API server shows as stale within about two loop periods (KubeSource's liveness probe)
+        return KubeFeed(options.context, probe_interval_s=max(0.5, min(float(options.period_s), 30.0)))
     step = options.sim_step_s or options.period_s
     if options.source == "trace":
         return _trace_feed(options, step)

@@ -246,9 +246,12 @@ def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional
 # -------------------------------------------------------------------------------------------------- GPUs
 
 SLICE_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "task", "job", "queue", "status", "share", "offset",
-                 "gpu_memory_mib", "memory_share_mib", "memory_used_mib", "gpu_util", "over_share"]
+                 "gpu_memory_mib", "memory_share_mib", "memory_used_mib", "gpu_util", "over_share", "device_source"]
+"""``gpu_index = -1`` with ``device_source = "unknown"``: the pod holds a GPU on the node, no evidence says
+which (drawn in no cell; listed with the node)."""
 GPU_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "allocated", "slices", "memory_used_mib",
-               "gpu_memory_mib", "gpu_util", "idle_allocated", "over_share", "busy_unallocated"]
+               "gpu_memory_mib", "gpu_util", "idle_allocated", "over_share", "busy_unallocated", "holder_unknown",
+               "evidence"]
 
 
 def _device_shares(task: Task, node: Node) -> float:
@@ -263,11 +266,8 @@ def _device_count(task: Task) -> int:
 
 
 def _assign_devices(node: Node, tasks: list[tuple[Any, Task]]) -> list[tuple[Any, Task, list[int], float]]:
-    """Device indices for each task on a node: its recorded ``gpu_indices``, else a free device.
-
-    Sources that know only GPU groups (not indices) still get a faithful picture: tasks of one
-    ``gpu_group`` share the device chosen for the first of them.
-    """
+    """Device indices for each task on a node: its recorded ``gpu_indices``, else the device another task of
+    its ``gpu_group`` records; else none (``[]``: held, device unknown — never a guessed free device)."""
     free = np.ones(max(node.gpus, 0))
     group_dev: dict[str, int] = {}
     out = []
@@ -286,18 +286,7 @@ def _assign_devices(node: Node, tasks: list[tuple[Any, Task]]) -> list[tuple[Any
         else:
             placed_later.append((job, t, share, n))
     for job, t, share, n in placed_later:
-        idx: list[int] = []
-        for g in t.gpu_groups:
-            if g in group_dev:
-                idx.append(group_dev[g])
-        while len(idx) < n and len(free):
-            cand = [i for i in np.argsort(-free, kind="stable") if i not in idx and free[i] >= share - EPS]
-            pick = int(cand[0]) if cand else int(np.argmax(free))
-            idx.append(pick)
-            if pick in idx[:-1]:
-                break
-        for g, i in zip(t.gpu_groups, idx):
-            group_dev.setdefault(g, i)
+        idx = sorted({group_dev[g] for g in t.gpu_groups if g in group_dev})[:n]
         for i in idx:
             free[i] -= share
         out.append((job, t, idx, share))
@@ -307,7 +296,7 @@ def _assign_devices(node: Node, tasks: list[tuple[Any, Task]]) -> list[tuple[Any
 def _dcgm_slices(snapshot: Snapshot, dcgm: pd.DataFrame) -> pd.DataFrame:
     """Slices from the per-GPU DCGM frame (:data:`scheduler.metrics.dcgm.FRAME_COLUMNS`): its attribution of
     measured memory and utilisation (0-1 ratios, turned into percent here) to each slice."""
-    rows = dcgm[dcgm["task"].notna() & (dcgm["gpu_index"] >= 0)]
+    rows = dcgm[dcgm["task"].notna()]
     nodes = snapshot.node_map()
     util = rows["pod_util"].where(rows["pod_util"].notna(), rows["gpu_util"]).astype(float) * 100.0
     out = pd.DataFrame({
@@ -323,6 +312,8 @@ def _dcgm_slices(snapshot: Snapshot, dcgm: pd.DataFrame) -> pd.DataFrame:
         "memory_used_mib": rows["used_memory_mib"].astype(float).to_numpy(),
         "gpu_util": util.to_numpy(),
         "over_share": rows["over_share"].astype(bool).to_numpy(),
+        "device_source": (rows["device_source"].to_numpy(object) if "device_source" in rows
+                          else np.where(rows["gpu_index"] >= 0, "snapshot", "unknown")),
     })
     out["offset"] = out.groupby(["node", "gpu_index"], sort=False)["share"].cumsum() - out["share"]
     return out[SLICE_COLUMNS].reset_index(drop=True)
@@ -355,9 +346,12 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
             continue
         offsets = np.zeros(node.gpus)
         for job, t, idx, share in _assign_devices(node, tasks):
+            source = "snapshot" if t.gpu_indices else "reservation"
+            if not idx:
+                idx, source = [-1] * _device_count(t), "unknown"
             n_dev = max(1, len(idx))
             for i in idx:
-                if not 0 <= i < node.gpus:
+                if i >= node.gpus or (i < 0 and source != "unknown"):
                     continue
                 mem_used = t.usage.gpu_memory_mib / n_dev if t.usage is not None else None
                 util = t.usage.gpu_util * 100.0 if t.usage is not None else None
@@ -365,12 +359,15 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
                 rows.append({
                     "node": node.name, "pool": node.pool, "gpu_model": node.gpu_model or "", "gpu_index": i,
                     "task": t.name, "job": job.key, "queue": job.queue, "status": t.status, "share": share,
-                    "offset": offsets[i], "gpu_memory_mib": node.gpu_memory_mib, "memory_share_mib": mem_share,
+                    "offset": offsets[i] if i >= 0 else 0.0, "gpu_memory_mib": node.gpu_memory_mib,
+                    "memory_share_mib": mem_share,
                     "memory_used_mib": math.nan if mem_used is None else float(mem_used),
                     "gpu_util": math.nan if util is None else float(util),
                     "over_share": bool(mem_used is not None and share < 1 - EPS and mem_used > mem_share + EPS),
+                    "device_source": source,
                 })
-                offsets[i] += share
+                if i >= 0:
+                    offsets[i] += share
     return pd.DataFrame(rows, columns=SLICE_COLUMNS)
 
 
@@ -413,16 +410,35 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
         dev = gpu_frame.groupby(["node", "gpu_index"], sort=False).agg(
             util=("gpu_util", "first"), mem=("memory_used_mib", "first"), idle=("idle_allocated", "any"),
             busy=("unallocated_in_use", "any"), has=("has_metrics", "any"))
+        if "holder_unknown" in gpu_frame:
+            extra = gpu_frame.groupby(["node", "gpu_index"], sort=False).agg(
+                unknown=("holder_unknown", "any"), evidence=("evidence", lambda e: "; ".join(x for x in e if x)))
+            dev = dev.join(extra)
         key = pd.MultiIndex.from_frame(base[["node", "gpu_index"]])
         dev = dev.reindex(key)
         base["gpu_util"] = (dev["util"].to_numpy(float) * 100.0)
         base["memory_used_mib"] = dev["mem"].to_numpy(float)
         base["idle_allocated"] = dev["idle"].fillna(False).to_numpy(bool) & (base["allocated"] > EPS).to_numpy()
         base["busy_unallocated"] = dev["busy"].fillna(False).to_numpy(bool)
+        base["holder_unknown"] = dev["unknown"].fillna(False).to_numpy(bool) if "unknown" in dev else False
+        base["evidence"] = dev["evidence"].fillna("").to_numpy(object) if "evidence" in dev else ""
     else:
         base["idle_allocated"] = (base["allocated"] > EPS) & (base["gpu_util"] < IDLE_UTIL_PCT)
         base["busy_unallocated"] = (base["allocated"] <= EPS) & (base["gpu_util"] >= IDLE_UTIL_PCT)
+        base["holder_unknown"] = False
+        base["evidence"] = ""
     return base[GPU_COLUMNS]
+
+
+def held_unknown(slices: pd.DataFrame) -> dict[str, str]:
+    """``node -> "N GPU(s) held, device unknown: pod, ..."`` for slices no evidence places on a device."""
+    if not len(slices) or "device_source" not in slices:
+        return {}
+    unknown = slices[slices["gpu_index"] < 0]
+    out = {}
+    for node, part in unknown.groupby("node", sort=False):
+        out[node] = f"{len(part)} GPU(s) held, device unknown: " + ", ".join(dict.fromkeys(part["task"]))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- overview

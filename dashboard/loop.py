@@ -88,6 +88,10 @@ class MetricsReader:
         self._exporter = None
         self._recent_util: list[dict] = []
         self.idle_window_ticks = idle_window_ticks
+        self.up: Optional[bool] = None
+        """Whether the last call delivered GPU metrics (``None``: no GPU metrics configured)."""
+        self.age_s: Optional[float] = None
+        """Age of the delivered data in seconds (0 fresh; the last good frame's age when stale)."""
 
     @property
     def exporter(self):
@@ -95,13 +99,18 @@ class MetricsReader:
         return self._exporter
 
     def frame(self, snapshot: Snapshot):
+        self.up, self.age_s = None, None
         try:
             if self.prometheus:
                 return self._from_prometheus(snapshot)
             if self.simulated:
-                return self._simulated(snapshot)
+                frame, text = self._simulated(snapshot)
+                if frame is not None:
+                    self.up, self.age_s = True, 0.0
+                return frame, text
         except Exception as exc:  # noqa: BLE001 — metrics must never stop scheduling
             log.warning("GPU metrics failed:\n%s", traceback.format_exc())
+            self.up = False
             return None, f"GPU metrics failed: {exc}"
         return None, "no GPU metrics (pass --prometheus URL for DCGM data)"
 
@@ -111,6 +120,8 @@ class MetricsReader:
 
             self._reader = DcgmReader(self.prometheus)
         frame, status = self._reader.frame(snapshot)
+        self.up = status.state == "ok"
+        self.age_s = float(status.age_s or 0.0) if status.state in ("ok", "stale") else None
         age = f", data age {status.age_s:.0f}s" if status.age_s else ""
         text = f"DCGM via {self.prometheus}: {status.state}{age}"
         if status.message:
@@ -212,11 +223,13 @@ class LiveLoop:
             except Exception as exc:  # noqa: BLE001 — a source or engine failure keeps the last good state
                 log.warning("tick failed:\n%s", traceback.format_exc())
                 self.state.fail(f"{feed.kind}: {type(exc).__name__}: {exc}")
+                if self.own_metrics is not None:
+                    self.own_metrics.source_down(feed.kind)   # the KaidashSourceDown alert can fire
                 return None
             session_ms = (_time.perf_counter() - started) * 1000
             explanations, note = self._explain(snapshot, result)
-            scheduled = getattr(result, "snapshot", None) or snapshot
-            gpu_frame, metrics_status = self.metrics.frame(scheduled)
+            # devices as observed (the source's snapshot and DCGM), never the session's invented placements
+            gpu_frame, metrics_status = self.metrics.frame(snapshot)
             duration_ms = (_time.perf_counter() - started) * 1000
             tick = Tick(index=self._index, wall_time=_time.time(), snapshot=snapshot, result=result,
                         gpu_frame=gpu_frame, explanations=explanations, duration_ms=duration_ms)
@@ -260,7 +273,11 @@ class LiveLoop:
     def _observe(self, tick: Tick) -> None:
         if self.own_metrics is not None and tick.result is not None:
             try:
-                self.own_metrics.update(tick.result, tick.gpu_frame, now=tick.wall_time)
+                sources = {self.state.source_kind or "source": {"snapshot": True}}
+                if self.metrics.up is not None:
+                    sources["dcgm"] = {"gpu_metrics": self.metrics.up}
+                self.own_metrics.update(tick.result, tick.gpu_frame, now=tick.wall_time, observed=tick.snapshot,
+                                        sources=sources, gpu_metrics_age_s=self.metrics.age_s)
             except Exception:  # noqa: BLE001 — the exposition must not stop the loop
                 log.warning("own metrics update failed:\n%s", traceback.format_exc())
         for cb in list(self.on_tick):

@@ -20,6 +20,7 @@ import pandas as pd
 import param
 
 from scheduler.model import RESOURCES
+from scheduler.overlay import OVERLAY_COLUMNS, session_overlay
 from scheduler.placement import NODE_STRATEGIES
 
 from . import frames
@@ -152,14 +153,22 @@ def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
 def slices_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return _empty(frames.SLICE_COLUMNS)
-    return per_tick(tick, "slices", lambda: frames.gpu_slices_frame(tick.scheduled, tick.gpu_frame))
+    # the observed cluster: the session's placements are an overlay (overlay_table), never drawn as holders
+    return per_tick(tick, "slices", lambda: frames.gpu_slices_frame(tick.snapshot, tick.gpu_frame))
 
 
 def gpu_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return _empty(frames.GPU_COLUMNS)
-    return per_tick(tick, "gpus", lambda: frames.gpu_frame_from_slices(tick.scheduled, slices_table(tick),
+    return per_tick(tick, "gpus", lambda: frames.gpu_frame_from_slices(tick.snapshot, slices_table(tick),
                                                                        tick.gpu_frame))
+
+
+def overlay_table(tick: Optional[Tick]) -> pd.DataFrame:
+    """The engine's next-cycle decisions over the observed cluster ("KAI would bind ..."), cached per tick."""
+    if tick is None or tick.result is None:
+        return _empty(OVERLAY_COLUMNS)
+    return per_tick(tick, "overlay", lambda: session_overlay(tick.snapshot, tick.result))
 
 
 def jobs_table(tick: Optional[Tick]) -> pd.DataFrame:
@@ -243,6 +252,10 @@ class GpusModel(ViewModel):
 
     def slices(self) -> pd.DataFrame:
         return slices_table(self.tick)
+
+    def overlay(self) -> pd.DataFrame:
+        """What KAI would do next cycle (bind, pipeline, evict): a layer apart from the observed slices."""
+        return overlay_table(self.tick)
 
     def selected_nodes(self) -> list[str]:
         """Node names passing the filters, in snapshot order (all pages)."""

@@ -31,6 +31,18 @@ class TaskDecision:
     node: Optional[str] = None
     gpu_groups: list[str] = field(default_factory=list)
     gpu_indices: list[int] = field(default_factory=list)
+    observed_gpu_indices: Optional[list[int]] = None
+    """The device indices the input snapshot recorded for the task (``None``: not known to the engine)."""
+
+    @property
+    def gpu_index_source(self) -> Optional[str]:
+        """``observed`` when ``gpu_indices`` are what the input recorded, ``session`` when the session chose
+        them (a new placement, or a device for a task whose device was not observed), ``None`` without any."""
+        if not self.gpu_indices:
+            return None
+        if self.observed_gpu_indices is None:
+            return None
+        return "observed" if list(self.observed_gpu_indices) == list(self.gpu_indices) else "session"
 
     def to_contract(self) -> dict:
         def one_or_list(values):
@@ -39,7 +51,8 @@ class TaskDecision:
             return values[0] if len(values) == 1 else list(values)
 
         return {"status": self.status, "node": self.node, "gpu_group": one_or_list(self.gpu_groups),
-                "gpu_index": one_or_list(self.gpu_indices)}
+                "gpu_index": one_or_list(self.gpu_indices), "gpu_index_source": self.gpu_index_source,
+                "observed_gpu_index": one_or_list(self.observed_gpu_indices or [])}
 
 
 @dataclass

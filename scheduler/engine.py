@@ -161,7 +161,8 @@ def build_result(session: Session, shares) -> ScheduleResult:
 
     def task_decision(i: int) -> TaskDecision:
         n = node[i]
-        return TaskDecision(status[i], names[n] if n >= 0 else None, list(groups[i]), list(indices[i]))
+        return TaskDecision(status[i], names[n] if n >= 0 else None, list(groups[i]), list(indices[i]),
+                            observed_gpu_indices=list(session.task_objs[i].gpu_indices))
 
     tasks = LazyDecisions(session.task_names, task_decision)
     jobs = LazyDecisions([job.key for job in session.snapshot.jobs], lambda j: _job_decision(session, j))

@@ -118,6 +118,7 @@ class FakeKubeServer:
         self.requests: list[tuple[str, str, dict]] = []
         self.bookmark_interval_s = bookmark_interval_s
         self._stopping = False
+        self.hung = False
         self._httpd = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: Optional[threading.Thread] = None
@@ -246,6 +247,13 @@ class FakeKubeServer:
             res.expire_epoch += 1
             self._lock.notify_all()
 
+    def hang(self, hung: bool = True) -> None:
+        """A hung API server: open watch streams stop sending (no events, no bookmarks) without closing, and new
+        requests get no answer; ``hang(False)`` resumes."""
+        with self._lock:
+            self.hung = hung
+            self._lock.notify_all()
+
     def methods(self) -> set[str]:
         return {m for m, _, _ in self.requests}
 
@@ -303,6 +311,9 @@ class FakeKubeServer:
 
             def do_GET(self) -> None:
                 path, query = self._record()
+                with server._lock:
+                    while server.hung and not server._stopping:
+                        server._lock.wait(timeout=0.05)
                 resource = PATHS.get(path)
                 if resource is None:
                     self._send_json(404, status_object(404, "NotFound", "the server could not find the requested resource"))
@@ -379,6 +390,9 @@ class FakeKubeServer:
                             if res.expire_epoch != expire_epoch:
                                 self._send_expired(since)
                                 return
+                            if server.hung:
+                                server._lock.wait(timeout=0.05)
+                                continue
                             pending = [(rv, t, o) for rv, t, o in res.events if rv > since]
                             now = time.monotonic()
                             if not pending and now < deadline and not (bookmarks and now - last_bookmark >= server.bookmark_interval_s):

@@ -202,3 +202,60 @@ def test_conflicting_or_incomplete_auth_is_refused():
         serve_kwargs(_args("--access-map", "a.yaml"), env={})
     with pytest.raises(SourceError, match="not a Python dict literal"):
         serve_kwargs(_args("--oauth-provider", "github", "--oauth-extra-params", "{oops"), env={})
+
+
+def test_gpu_evidence_naming_another_queues_pod_is_hidden():
+    import pandas as pd
+
+    from dashboard.auth import HIDDEN_EVIDENCE, scope_gpu_frame
+
+    frame = pd.DataFrame({"node": ["n0", "n0", "n1"], "gpu_index": [0, -1, 0], "queue": ["a", "b", None],
+                          "pod": ["a-0", "b-0", None], "task": ["a-0", "b-0", None],
+                          "dcgm_pod": ["ns/a-0", None, "ns/stray"],
+                          "evidence": ["idle allocated: n0 GPU 0 held by a-0", "held, device unknown: ns/b-0",
+                                       "unallocated in use: no pod holds n1 GPU 0; DCGM credits ns/stray"]})
+    out = scope_gpu_frame(frame, frozenset({"a"}))
+    assert list(out["evidence"]) == ["idle allocated: n0 GPU 0 held by a-0", HIDDEN_EVIDENCE]
+    frame.loc[0, "evidence"] = "in use, holder unknown: n0 GPU 0 may belong to ns/b-0 (1 GPU)"
+    assert scope_gpu_frame(frame, frozenset({"a"}))["evidence"].iloc[0] == HIDDEN_EVIDENCE
+
+
+def test_overlay_of_a_scoped_tick_names_no_hidden_preemptor():
+    from pathlib import Path
+
+    import yaml
+
+    from dashboard.models import overlay_table
+    from scheduler.snapshot_io import snapshot_from_dict
+
+    doc = yaml.safe_load((Path(__file__).parent / "scenarios/reclaim/department-levels-respected.yaml").read_text())
+    st = LiveState()
+    publish_snapshot(st, snapshot_from_dict(doc["snapshot"]), "reclaim", MetricsReader(simulated=False))
+    full = overlay_table(st.tick)
+    assert "reclaim for t2-a" in set(full["cause"])
+    scoped = overlay_table(scope_tick(st.tick, frozenset({"t1"})))
+    assert set(scoped["queue"]) == {"t1"} and set(scoped["action"]) == {"evict"}
+    assert not scoped["text"].str.contains("t2").any()
+    assert scoped["cause"].str.contains("a queue you cannot see").all()
+
+
+def test_a_restricted_users_upload_is_refused_before_anything_is_parsed(state, monkeypatch):
+    from dashboard.auth import ScopedState
+    from dashboard.views import snapshot as snapshot_view
+
+    parsed = []
+    def spy(*args):
+        parsed.append(args)
+        raise ValueError("parsed")          # stop there: only whether parsing was reached matters
+    monkeypatch.setattr(snapshot_view, "load_uploaded", spy)
+    scoped = ScopedState(state, frozenset({"b"}))
+    view = snapshot_view.SnapshotView(scoped)
+    assert view.upload.disabled
+    assert view.import_file("cluster.yaml", b"version: 1\nnodes: []\n") is False
+    assert parsed == [] and 'data-import="refused"' in view.message.object
+    assert scoped.tick is not None and {q.name for q in scoped.tick.snapshot.queues} == {"b"}   # unchanged
+    full = snapshot_view.SnapshotView(state)                      # a user with every queue may import
+    assert not full.upload.disabled
+    assert full.import_file("cluster.yaml", b"version: 1\nnodes: []\n") is False
+    assert len(parsed) == 1
+    scoped.detach()

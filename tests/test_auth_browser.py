@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from urllib.error import HTTPError
 from urllib.request import HTTPRedirectHandler, build_opener
 
@@ -18,7 +19,7 @@ from test_dashboard_browser import CHROMIUM, Page, Server, playwright_api  # noq
 
 pytestmark = pytest.mark.browser
 
-USERS = {"carol": "carol-pw", "alice": "alice-pw"}
+USERS = {"carol": "carol-pw", "alice": "alice-pw", "dave": "dave-pw"}   # dave: no grant (refused)
 ACCESS = "users:\n  carol: '*'\n  alice: [vision]\ndefault: []\n"
 QUEUES = ["research", "llm", "vision", "data-science", "analytics", "inference", "infrastructure"]
 
@@ -149,3 +150,65 @@ def test_a_user_mapped_to_one_queue_sees_no_other_queue(served, browser):
         assert [j for j in other_jobs if j in html] == []
     finally:
         ctx.close()
+
+
+def _login_cookies(url: str, user: str) -> str:
+    """Log in through the real /login form over HTTP; the ``Cookie`` header the browser would send."""
+    import requests
+
+    session = requests.Session()
+    r = session.post(url + "login", data={"username": user, "password": USERS[user]}, allow_redirects=False,
+                     timeout=30)
+    assert r.status_code in (302, 303), r.status_code
+    return "; ".join(f"{c.name}={c.value}" for c in session.cookies)
+
+
+def _open_ws(url: str, cookies: str) -> list:
+    """Open /ws with a Bokeh session token made by hand (sessions are unsigned), as a script could; the
+    messages the server sends before closing (an ACK means a session was built), or ``["HTTP 403"]`` when the
+    handshake is refused."""
+    import asyncio
+
+    from bokeh.util.token import generate_jwt_token, generate_session_id
+    from tornado.httpclient import HTTPClientError, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    token = generate_jwt_token(generate_session_id(signed=False), signed=False,
+                               extra_payload={"headers": {"Cookie": cookies}, "cookies": {}})
+
+    async def talk():
+        ws_url = url.replace("http://", "ws://") + "ws"
+        request = HTTPRequest(ws_url, headers={"Cookie": cookies}, request_timeout=30)
+        try:
+            conn = await websocket_connect(request, subprotocols=["bokeh", token])
+        except HTTPClientError as exc:
+            return [f"HTTP {exc.code}"]
+        got = []
+        try:
+            while len(got) < 3:
+                msg = await asyncio.wait_for(conn.read_message(), 20)
+                if msg is None:
+                    break
+                got.append(msg)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            conn.close()
+        return got
+    out: list = []          # in a thread of its own: Playwright's sync API keeps an event loop in this one
+    runner = threading.Thread(target=lambda: out.append(asyncio.run(talk())))
+    runner.start()
+    runner.join(90)
+    assert out, "the websocket exchange did not finish"
+    return out[0]
+
+
+def test_a_refused_login_gets_no_session_over_the_websocket(served):
+    server, _ = served
+    dave = _login_cookies(server.url, "dave")
+    import requests
+    page = requests.get(server.url, headers={"Cookie": dave}, timeout=60)
+    assert page.status_code == 403                                     # Panel refuses the page itself
+    assert _open_ws(server.url, dave) == ["HTTP 403"]                   # and the hand-made /ws is refused
+    alice = _login_cookies(server.url, "alice")                         # a granted login does get a session
+    assert any(isinstance(m, str) and '"msgtype":"ACK"' in m.replace(" ", "") for m in _open_ws(server.url, alice))

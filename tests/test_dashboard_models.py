@@ -147,11 +147,16 @@ def test_gpu_slices_place_whole_gpu_jobs_on_their_devices(state):
     a = sl[sl["job"] == "a-train"]
     assert sorted(zip(a["node"], a["gpu_index"])) == [("n0", 0), ("n0", 1), ("n0", 2), ("n0", 3)]
     assert set(a["share"]) == {1.0}
-    b = sl[sl["job"] == "b-serve"]
-    assert list(b["node"]) == ["n1", "n1"] and set(b["status"]) == {"binding"}
+    # the GPU view shows the cluster as observed: b-serve waits, so it holds no device; the session's choice
+    # for it is the overlay, marked as what KAI would do
+    assert "b-serve" not in set(sl["job"])
+    ov = m.overlay()
+    b = ov[ov["job"] == "b-serve"]
+    assert list(b["node"]) == ["n1", "n1"] and set(b["action"]) == {"bind"}
+    assert b["text"].iloc[0] == "KAI would bind b-serve-0 to n1 (2 GPUs; the device plugin picks which)"
     g = m.gpus()
     assert len(g) == 8
-    assert g["allocated"].sum() == 6
+    assert g["allocated"].sum() == 4
     assert m.pools() == ["train"] and m.models() == ["H100"]
 
 
@@ -173,13 +178,14 @@ version: 1
 nodes: [{name: n0, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi}]
 queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
 jobs:
-  - {name: s1, queue: q, tasks: [{name: s1-0, gpu: 0.5, status: running, node: n0, gpu_group: g1,
+  - {name: s1, queue: q, tasks: [{name: s1-0, gpu: 0.5, status: running, node: n0, gpu_group: g1, gpu_index: 1,
       usage: {gpu_memory_mib: 30000, gpu_util: 0.4}}]}
   - {name: s2, queue: q, tasks: [{name: s2-0, gpu: 0.25, status: running, node: n0, gpu_group: g1,
       usage: {gpu_memory_mib: 1000, gpu_util: 0.1}}]}
 """)
     sl = F.gpu_slices_frame(snap)
-    assert len(sl) == 2 and sl["gpu_index"].nunique() == 1        # same GPU group -> same device
+    assert len(sl) == 2 and set(sl["gpu_index"]) == {1}           # same GPU group -> same device
+    assert list(sl["device_source"]) == ["snapshot", "reservation"]
     s1, s2 = _row(sl, "task", "s1-0"), _row(sl, "task", "s2-0")
     assert (s1["offset"], s2["offset"]) == (0.0, 0.5)              # stacked bottom-up
     assert s1["memory_share_mib"] == 20000 and s1["over_share"]    # 30000 used of a 20000 share
@@ -188,6 +194,22 @@ jobs:
     dev = g[g["allocated"] > 0].iloc[0]
     assert dev["allocated"] == 0.75 and dev["gpu_util"] == pytest.approx(50.0)
     assert dev["over_share"] and not dev["idle_allocated"]
+
+
+def test_a_whole_gpu_pod_with_no_device_evidence_is_held_device_unknown_not_drawn_on_a_guess():
+    snap = loads_snapshot("""
+version: 1
+nodes: [{name: n0, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi}]
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: w, queue: q, tasks: [{name: w-0, gpu: 1, status: running, node: n0}]}
+  - {name: g, queue: q, tasks: [{name: g-0, gpu: 0.5, status: running, node: n0, gpu_group: lonely}]}
+""")
+    sl = F.gpu_slices_frame(snap)
+    assert set(sl["gpu_index"]) == {-1} and set(sl["device_source"]) == {"unknown"}
+    g = F.gpu_frame_from_slices(snap, sl)
+    assert g["allocated"].sum() == 0 and not g["busy_unallocated"].any()
+    assert F.held_unknown(sl) == {"n0": "2 GPU(s) held, device unknown: w-0, g-0"}
 
 
 # ----------------------------------------------------------------------------------------------- overview

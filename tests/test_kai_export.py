@@ -96,7 +96,9 @@ def _doc(snap: Snapshot) -> dict:
 def test_canonical_snapshot_round_trips_exactly(tmp_path):
     snap = _canonical_cluster()
     conv = _roundtrip(snap, tmp_path)
-    assert conv.warnings == []
+    # the one diagnostic: the canonical cluster's not-ready node is reported, not silently excluded
+    not_ready = [n.name for n in snap.nodes if not n.ready]
+    assert [(w.kind, w.name, w.field) for w in conv.warnings] == [("Node", n, "status.conditions") for n in not_ready]
     back = conv.snapshot
     expected = _doc(snap)
     # KAI's objects carry the GPU feature-discovery labels the node's GPU fields come from, and its hostname

@@ -66,8 +66,11 @@ def test_capture_reads_the_cluster_as_kai_wrote_it(kai_cluster, kaidash_kubeconf
     check_scenario(conv.snapshot)
     assert conv.scheduling_conditions["vision/pg-sweep"][0]["reasons"] == [
         {"reason": "OverCapacity", "message": "not enough free GPUs"}]
-    # real objects (defaulted by the server, admission-mutated, kwok's status) read without a complaint
-    assert _not_uuid(conv.warnings) == []
+    # real objects (defaulted by the server, admission-mutated, kwok's status) read without a complaint, but
+    # for the scenario's not-ready node, which is reported rather than excluded silently
+    not_ready = sorted(n for n, (_, _, ready) in scenario.EXPECTED["nodes"].items() if not ready)
+    assert not_ready and [(w.kind, w.name, w.field) for w in _not_uuid(conv.warnings)] == [
+        ("Node", n, "status.conditions") for n in not_ready]
 
 
 def test_reservation_pods_holding_a_gpu_uuid_are_read_without_warnings(kai_cluster, kaidash_kubeconfig):

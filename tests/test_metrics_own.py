@@ -64,7 +64,39 @@ def test_queue_gauges_with_queue_parent_resource_labels(result):
     # queues without engine stats still report their configured quota and limit
     assert value(p, "kaidash_queue_deserved", queue="vision", parent="research", resource="gpu") == 4
     assert value(p, "kaidash_queue_limit", queue="research", parent="", resource="gpu") == -1
-    assert ("kaidash_queue_allocated", (("parent", "research"), ("queue", "vision"), ("resource", "gpu"))) not in p
+    # allocated is what the cluster holds now (KAI's accounting, descendants included): vision's jobs all wait
+    assert value(p, "kaidash_queue_allocated", queue="vision", parent="research", resource="gpu") == 0
+    assert value(p, "kaidash_queue_allocated", queue="research", parent="", resource="gpu") == 12
+    assert value(p, "kaidash_queue_allocated_after_session", queue="llm", parent="research", resource="gpu") == 12
+    assert ("kaidash_queue_allocated_after_session",
+            (("parent", "research"), ("queue", "vision"), ("resource", "gpu"))) not in p
+
+
+def test_allocated_is_observed_and_the_sessions_placements_a_separate_series(result):
+    """The shadow session placed more than the cluster holds: the documented gauge must not include it."""
+    import dataclasses
+
+    observed = result.snapshot
+    shadow = dataclasses.replace(result, queue_stats={"llm": {"cpu": {"allocated": 24000.0, "requested": 24000.0}}})
+    m = KaidashMetrics()
+    m.update(shadow, observed=observed)
+    p = parse(m)
+    held = sum(t.cpu_millis for j in observed.jobs if j.queue == "llm" for t in j.tasks
+               if t.status in ("running", "binding"))
+    assert held != 24000
+    assert value(p, "kaidash_queue_allocated", queue="llm", parent="research", resource="cpu") == held
+    assert value(p, "kaidash_queue_allocated_after_session", queue="llm", parent="research", resource="cpu") == 24000
+
+
+def test_source_down_reports_zero_until_the_next_good_tick(result):
+    m = KaidashMetrics()
+    m.update(result, sources={"kube": {"snapshot": True}, "dcgm": {"gpu_metrics": True}})
+    m.source_down("kube")
+    p = parse(m)
+    assert value(p, "kaidash_source_up", source="kube", resource="snapshot") == 0
+    assert value(p, "kaidash_source_up", source="dcgm", resource="gpu_metrics") == 1
+    m.update(result, sources={"kube": {"snapshot": True}})
+    assert value(parse(m), "kaidash_source_up", source="kube", resource="snapshot") == 1
 
 
 def test_pending_jobs_and_waits(result):
@@ -123,7 +155,8 @@ def test_every_name_is_prefixed_and_documented(result):
     m.update(result, gpu_frame(result.snapshot), sources={"sim": {"snapshot": True}}, gpu_metrics_age_s=0)
     doc = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
     families = {f.name for f in text_string_to_metric_families(m.exposition()[0].decode())}
-    assert families and all(name.startswith("kaidash_") for name in families)
+    assert families and all(name.startswith(("kaidash_", "process_")) for name in families)
+    assert "process_resident_memory_bytes" in families          # docs/deploy.md promises process memory
     for name in families:
         base = name.removesuffix("_created")
         assert f"`{base}" in doc, f"{base} is not documented in docs/metrics.md"
@@ -165,15 +198,21 @@ def _eta():
     return EtaReport(float(SNAP_TIME), {"vision-sweep": sweep}, {}, 5, 100, 2500.0, 28800.0, made_at=1767225590.0)
 
 
-def test_wait_eta_and_cost_series(result):
+def costs_and_ledger(snap, frame):
+    """Cost rates of ``snap`` and a ledger holding the hour before the snapshot."""
     from scheduler.cost import CostLedger, cost_rates
 
-    snap = result.snapshot
-    frame = gpu_frame(snap)
     costs = cost_rates(snap, gpu_frame=frame)
     ledger = CostLedger(max_gap_s=3600)
     ledger.add(costs, at=SNAP_TIME - 3600)
     ledger.add(costs, at=SNAP_TIME)
+    return costs, ledger
+
+
+def test_wait_eta_and_cost_series(result):
+    snap = result.snapshot
+    frame = gpu_frame(snap)
+    costs, ledger = costs_and_ledger(snap, frame)
     m = KaidashMetrics()
     m.update(result, frame, history=_history(), eta=_eta(), costs=costs, ledger=ledger, now=1767225601.0)
     p = parse(m)

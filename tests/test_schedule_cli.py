@@ -31,8 +31,10 @@ def test_json_contract(snap_file, capsys):
     assert set(doc) == {"fair_share", "tasks", "jobs", "evicted", "timings_ms"}
     # quota 2 of 2.5 requested GPUs; nothing requests CPU or memory, so their fair share is 0 (§b.3)
     assert doc["fair_share"]["team"] == {"gpu": 2.0, "cpu": 0.0, "memory": 0.0}
-    assert doc["tasks"]["a-0"] == {"status": "binding", "node": "n1", "gpu_group": "n1-gpu0-0", "gpu_index": 0}
-    assert doc["tasks"]["b-0"] == {"status": "pending", "node": None, "gpu_group": None, "gpu_index": None}
+    assert doc["tasks"]["a-0"] == {"status": "binding", "node": "n1", "gpu_group": "n1-gpu0-0", "gpu_index": 0,
+                                   "gpu_index_source": "session", "observed_gpu_index": None}
+    assert doc["tasks"]["b-0"] == {"status": "pending", "node": None, "gpu_group": None, "gpu_index": None,
+                                   "gpu_index_source": None, "observed_gpu_index": None}
     assert doc["jobs"]["a"] == {"status": "binding", "reason": None, "message": "", "gpus_accepted": 0.5}
     assert doc["jobs"]["b"]["reason"] == "PodSchedulingErrors"
     assert "need 2, max free 1" in doc["jobs"]["b"]["message"]
@@ -93,3 +95,34 @@ def test_run_cycles_gathers_evictions_and_sums_timings():
     assert result.timings_ms["total"] > 0
     with pytest.raises(ValueError):
         run_cycles(snap, 0)
+
+
+OBSERVED = """
+version: 1
+nodes: [{name: n1, gpus: 4, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 32Gi}]
+queues: [{name: team, gpu: {quota: 4}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: seen, queue: team, creation_time: 1,
+     tasks: [{name: seen-0, gpu: 1, status: running, node: n1, gpu_index: 2}]}
+  - {name: whole, queue: team, creation_time: 2, tasks: [{name: whole-0, gpu: 1, status: running, node: n1}]}
+  - {name: new, queue: team, creation_time: 3, tasks: [{name: new-0, gpu: 1}]}
+"""
+
+
+def test_json_says_which_gpu_indices_are_observed_and_which_the_session_chose(tmp_path, capsys):
+    """A running whole-GPU pod whose device the source did not know (the kube source never does) gets a
+    device from the session; the JSON marks it chosen, keeps the observed one apart, and marks a recorded
+    index observed."""
+    path = tmp_path / "obs.yaml"
+    path.write_text(OBSERVED)
+    assert main(["schedule", str(path), "--actions", "allocate", "--format", "json"]) == 0
+    tasks = json.loads(capsys.readouterr().out)["tasks"]
+    assert (tasks["seen-0"]["gpu_index"], tasks["seen-0"]["gpu_index_source"]) == (2, "observed")
+    assert tasks["seen-0"]["observed_gpu_index"] == 2
+    assert tasks["new-0"]["gpu_index_source"] == "session" and tasks["new-0"]["observed_gpu_index"] is None
+    whole = tasks["whole-0"]
+    assert whole["observed_gpu_index"] is None
+    assert whole["gpu_index_source"] == ("session" if whole["gpu_index"] is not None else None)
+    assert main(["schedule", str(path), "--actions", "allocate"]) == 0
+    table = capsys.readouterr().out
+    assert "(chosen)" in table and "not one the cluster reported" in table

@@ -154,3 +154,70 @@ def test_bad_config_values_name_the_field(tmp_path, mutate, field):
     doc = json.loads(json.dumps(kai_snapshot_doc(small_cluster())))
     mutate(doc)
     assert f"snapshot.json: {field}:" in _error(_zip(tmp_path, doc))
+
+
+# ---------------------------------------------------------------------------------- issue 20: zip details
+
+def _compacted_succeeded_pod(name, namespace, pod_group):
+    """A Succeeded pod as KAI >= v0.17's informer transform keeps it: name, namespace, uid, phase, PodGroup."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}",
+                         "annotations": {"pod-group-name": pod_group}},
+            "status": {"phase": "Succeeded"}}
+
+
+def test_compacted_succeeded_pods_keep_their_job(tmp_path):
+    from kai_objects import pod, pod_group
+    objs = small_cluster()
+    objs["podgroups"] += [pod_group("pg-done-9", "llm", "llm", min_member=2),
+                          pod_group("pg-half-7", "llm", "llm", min_member=1)]
+    objs["pods"] += [_compacted_succeeded_pod("done-0", "llm", "pg-done-9"),
+                     _compacted_succeeded_pod("done-1", "llm", "pg-done-9"),
+                     _compacted_succeeded_pod("half-0", "llm", "pg-half-7"),
+                     pod("half-1", "llm", gpu=1, queue="llm", pod_group="pg-half-7")]
+    conv = import_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs)))
+    jobs = conv.snapshot.job_map()
+    done = jobs["llm/pg-done-9"]
+    assert [(t.name, t.status, t.node, t.gpu) for t in done.tasks] == [
+        ("llm/done-0", "succeeded", None, 0), ("llm/done-1", "succeeded", None, 0)]
+    assert done.queue == "llm"
+    assert sorted(t.status for t in jobs["llm/pg-half-7"].tasks) == ["pending", "succeeded"]
+    assert not [w for w in conv.warnings if w.name and w.name.startswith(("done-", "half-"))]
+
+
+def test_not_ready_node_is_kept_marked_and_warned(tmp_path):
+    from kai_objects import node
+    objs = small_cluster()
+    objs["nodes"].append(node("h100-9", ready=False))
+    conv = import_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs)))
+    assert not conv.snapshot.node_map()["h100-9"].ready
+    (w,) = [w for w in conv.warnings if w.name == "h100-9"]
+    assert (w.kind, w.field, w.skipped) == ("Node", "status.conditions", False)
+    assert "NotReady" in w.message
+
+
+def test_pod_group_naming_an_unknown_priority_class_gets_a_diagnostic(tmp_path):
+    from kai_objects import pod, pod_group
+    objs = small_cluster()
+    objs["podgroups"].append(pod_group("pg-x", "vision", "vision", priority_class="no-such-class"))
+    objs["pods"].append(pod("x-0", "vision", gpu=1, queue="vision", pod_group="pg-x"))
+    conv = import_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs)))
+    assert conv.snapshot.job_map()["vision/pg-x"].priority == 50          # KAI's default when the class is missing
+    (w,) = [w for w in conv.warnings if w.name == "pg-x"]
+    assert (w.kind, w.namespace, w.field, w.skipped) == ("PodGroup", "vision", "spec.priorityClassName", False)
+    assert "'no-such-class' does not exist" in w.message and "default priority 50" in w.message
+
+
+def test_why_pending_names_a_pod_with_its_namespace_once(tmp_path):
+    from kai_objects import pod, pod_group
+    from scheduler.engine import run_session
+    from scheduler.explain import explain_pending
+    objs = small_cluster()
+    objs["podgroups"].append(pod_group("pg-huge", "team-llm", "vision"))
+    objs["pods"].append(pod("huge-0", "team-llm", gpu=9, queue="vision", pod_group="pg-huge"))
+    snap = import_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs))).snapshot
+    result = run_session(snap)
+    decision = result.jobs["team-llm/pg-huge"]
+    assert decision.status == "pending" and "pod team-llm/huge-0 " in decision.message
+    texts = [decision.message] + [str(e) for e in explain_pending(snap, result, jobs=["team-llm/pg-huge"])]
+    assert not any("team-llm/team-llm/" in t for t in texts)

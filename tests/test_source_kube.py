@@ -339,3 +339,45 @@ def test_dra_resource_slices_and_claims_are_read(server, source):
     assert (snap.node_map()["dra-0"].gpus, snap.node_map()["dra-0"].dra_gpus) == (4, 4)
     task = next(t for j in snap.jobs for t in j.tasks if t.name == "llm/infer-0")
     assert task.gpu == 2 and [(c.name, c.gpus, c.shared) for c in task.dra_claims] == [("llm/infer-0-gpu-7xk2p", 2, False)]
+
+
+# ------------------------------------------------------------------------------ liveness (issue 20)
+
+SLOW_READ = dict(FAST, watch_timeout_s=60, read_slack_s=30, request_timeout_s=60)   # 90 s before a read gives up
+
+
+def test_a_hung_api_server_goes_stale_within_two_probe_intervals_not_the_read_timeout(server, kubeconfig):
+    src = KubeSource.from_kubeconfig(kubeconfig, context="fake", probe_interval_s=1.0, **SLOW_READ)
+    try:
+        src.start()
+        wait_for(lambda: src.status().healthy, message="all resources ok")
+        server.hang()
+        hung_at = time.monotonic()
+        # stops sending without closing: only the probe can tell (the watch's read timeout is 90 s here)
+        wait_for(lambda: all(r.state == "stale" for r in src.status().resources.values() if r.usable),
+                 timeout=20, message="stale while hung")
+        assert time.monotonic() - hung_at < 60
+        pods = src.status().resources["pods"]
+        assert "API server not answering" in pods.error and src.unresponsive
+        assert _task_names(src)                                     # the cached cluster is still served
+        server.hang(False)
+        wait_for(lambda: src.status().healthy and src.unresponsive is None, timeout=20, message="ok again")
+    finally:
+        server.hang(False)
+        src.stop()
+
+
+def test_a_quiet_but_answering_api_server_stays_ok(tmp_path):
+    with FakeKubeServer(bookmark_interval_s=3600) as quiet:      # no events, no bookmarks: silence
+        quiet.load(small_cluster())
+        cfg = str(quiet.write_kubeconfig(tmp_path / "quiet-kubeconfig", context="fake"))
+        src = KubeSource.from_kubeconfig(cfg, context="fake", probe_interval_s=0.3, **SLOW_READ)
+        try:
+            src.start()
+            wait_for(lambda: src.status().healthy, message="all resources ok")
+            probes = quiet.count("nodes")
+            time.sleep(1.5)                                         # five probe intervals of silence
+            assert src.status().healthy and src.unresponsive is None
+            assert quiet.count("nodes") == probes                   # and no reconnect churn either
+        finally:
+            src.stop()

@@ -15,6 +15,7 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
+from ..frames import held_unknown
 from ..models import GpusModel
 from .base import View
 from .common import FREE_COLOUR, FREE_LINE, fmt, number_formatters, queue_colours, table
@@ -24,6 +25,7 @@ ROW_UNITS = 1.75        # a GPU cell is 1 unit tall; the rest of a row is the no
 OVER_SHARE = "#ff3b3b"
 IDLE = "#edc948"
 NO_DATA = "#6b6f76"
+WOULD = "#4fc3f7"
 MEM_PALETTE = ["#1a9850", "#66bd63", "#a6d96a", "#d9ef8b", "#fee08b", "#fdae61", "#f46d43", "#d73027", "#a50026"]
 
 
@@ -70,7 +72,10 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
           "allocated": gpus["allocated"].round(3).to_numpy(float), "util": gpus["gpu_util"].round(1).to_numpy(float),
           "mem": gpus["memory_used_mib"].round(0).to_numpy(float), "mem_total": gpus["gpu_memory_mib"].to_numpy(float),
           "flags": np.where(gpus["over_share"], "over-share pod", np.where(gpus["idle_allocated"], "idle allocation",
-                                                                           "")).astype(object)}
+                                                                           "")).astype(object),
+          "evidence": (gpus["evidence"] if "evidence" in gpus else pd.Series("", index=gpus.index)).to_numpy(object)}
+    unknown = held_unknown(slices)
+    slices = slices[slices["gpu_index"] >= 0] if len(slices) else slices   # unknown devices: in the label
     if len(slices):
         sx = slices["node"].map(lambda n: pos[n][0]).to_numpy(float) + slices["gpu_index"].to_numpy(float)
         sy = slices["node"].map(lambda n: pos[n][1]).to_numpy(float)
@@ -91,10 +96,32 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
     else:
         sl = {k: [] for k in ("x0", "x1", "y0", "y1", "fill", "alpha", "line", "lw", "hatch", "node", "task", "job",
                               "queue", "status", "gpu", "share", "mem", "mem_share", "util")}
-    labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + 1.05 for n in nodes], "text": list(nodes)}
+    labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + 1.05 for n in nodes],
+              "text": [n + (f" · {unknown[n].split(':')[0]}" if n in unknown else "") for n in nodes]}
     x_range = (-0.3, columns * (g_max + 1))
     y_range = (-0.2, rows * ROW_UNITS + 0.1)
     return bg, sl, labels, (x_range, y_range)
+
+
+def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str]) -> dict:
+    """Dashed outlines for the engine's next-cycle binds (``scheduler.overlay``): around the device when it is
+    known (a pod joining an observed GPU group), else around the node (the device plugin picks the GPUs)."""
+    rows = overlay[(overlay["action"] != "evict") & overlay["node"].isin(nodes)]
+    if not len(rows):
+        return {k: [] for k in ("x0", "x1", "y0", "y1", "text")}
+    g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
+    pos, _, _ = grid_positions(nodes, g_max)
+    dev = rows[rows["gpu_index"] >= 0]
+    per_node = rows[rows["gpu_index"] < 0].drop_duplicates("task").groupby("node", sort=False)["text"].agg(
+        lambda t: "; ".join(t))
+    x = dev["node"].map(lambda n: pos[n][0]).to_numpy(float) + dev["gpu_index"].to_numpy(float)
+    y = dev["node"].map(lambda n: pos[n][1]).to_numpy(float)
+    width = (gpus.groupby("node")["gpu_index"].max() + 1).reindex(per_node.index).fillna(g_max).to_numpy(float)
+    nx = np.array([pos[n][0] for n in per_node.index], dtype=float)
+    ny = np.array([pos[n][1] for n in per_node.index], dtype=float)
+    return {"x0": np.concatenate([x + 0.02, nx - 0.02]), "x1": np.concatenate([x + 0.98, nx + width + 0.02]),
+            "y0": np.concatenate([y - 0.04, ny - 0.1]), "y1": np.concatenate([y + 1.04, ny + 1.1]),
+            "text": np.concatenate([dev["text"].to_numpy(object), per_node.to_numpy(object)])}
 
 
 class GpusView(View):
@@ -123,6 +150,7 @@ class GpusView(View):
         self.bg = ColumnDataSource()
         self.sl = ColumnDataSource()
         self.lb = ColumnDataSource()
+        self.ov = ColumnDataSource()
         self.fig = self._figure()
         self.plot = pn.pane.Bokeh(self.fig, sizing_mode="stretch_width")
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -151,16 +179,20 @@ class GpusView(View):
         fig.background_fill_alpha = 0
         fig.border_fill_alpha = 0
         self.bg.data = {k: [] for k in ("x0", "x1", "y0", "y1", "line", "lw", "node", "gpu", "model", "pool",
-                                        "allocated", "util", "mem", "mem_total", "flags")}
+                                        "allocated", "util", "mem", "mem_total", "flags", "evidence")}
         self.sl.data = {k: [] for k in ("x0", "x1", "y0", "y1", "fill", "alpha", "line", "lw", "hatch", "node", "task",
                                         "job", "queue", "status", "gpu", "share", "mem", "mem_share", "util")}
         self.lb.data = {"x": [], "y": [], "text": []}
+        self.ov.data = {k: [] for k in ("x0", "x1", "y0", "y1", "text")}
         r_bg = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=self.bg, fill_color=FREE_COLOUR,
                         line_color="line", line_width="lw", nonselection_fill_alpha=1.0, nonselection_line_alpha=1.0,
                         selection_fill_color="#3d4450")
         r_sl = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=self.sl, fill_color="fill",
                         fill_alpha="alpha", line_color="line", line_width="lw", hatch_pattern="hatch",
                         hatch_color="#ffffff", hatch_alpha=0.5, hatch_scale=6)
+        r_ov = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=self.ov, fill_alpha=0,
+                        line_color=WOULD, line_width=2, line_dash="dashed")
+        fig.add_tools(HoverTool(renderers=[r_ov], tooltips=[("next cycle", "@text")]))
         fig.text(x="x", y="y", text="text", source=self.lb, text_font_size="9px", text_color="#9aa3ad",
                  text_baseline="bottom")
         fig.add_tools(HoverTool(renderers=[r_sl], tooltips=[
@@ -169,7 +201,8 @@ class GpusView(View):
             ("memory used / share", "@mem{0,0} / @mem_share{0,0} MiB"), ("util", "@util{0.0} %")]))
         fig.add_tools(HoverTool(renderers=[r_bg], tooltips=[
             ("node / GPU", "@node / @gpu"), ("model / pool", "@model / @pool"), ("allocated", "@allocated{0.00}"),
-            ("util", "@util{0.0} %"), ("memory used", "@mem{0,0} / @mem_total{0,0} MiB"), ("flag", "@flags")]))
+            ("util", "@util{0.0} %"), ("memory used", "@mem{0,0} / @mem_total{0,0} MiB"), ("flag", "@flags"),
+            ("evidence", "@evidence")]))
         tap = TapTool(renderers=[r_bg])
         fig.add_tools(tap)
         self.bg.selected.on_change("indices", self._on_tap)
@@ -218,7 +251,8 @@ class GpusView(View):
         gpus, slices = m.page_frames()
         colours = queue_colours(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else {}
         bg, sl, lb, (xr, yr) = grid_sources(gpus, slices, nodes, m.colour_by, colours)
-        self.bg.data, self.sl.data, self.lb.data = bg, sl, lb
+        ov = overlay_source(m.overlay(), gpus, nodes)
+        self.bg.data, self.sl.data, self.lb.data, self.ov.data = bg, sl, lb, ov
         key = (tuple(nodes), xr, yr)
         if key != self._layout_key:
             # A new layout gets a new figure: Bokeh does not re-lay-out a plot whose height changed.
@@ -226,10 +260,11 @@ class GpusView(View):
             px = max(16.0, min(40.0, 1150.0 / max(xr[1] - xr[0], 1)))
             height = int(max(120, (yr[1] - yr[0]) * px + 40))
             self.bg, self.sl, self.lb = ColumnDataSource(), ColumnDataSource(), ColumnDataSource()
+            self.ov = ColumnDataSource()
             self.fig = self._figure(height)
             self.fig.x_range.start, self.fig.x_range.end = xr
             self.fig.y_range.start, self.fig.y_range.end = yr
-            self.bg.data, self.sl.data, self.lb.data = bg, sl, lb
+            self.bg.data, self.sl.data, self.lb.data, self.ov.data = bg, sl, lb, ov
             self.plot.height = height + 30
             self.plot.object = self.fig
         self.node_select.options = [""] + list(nodes)
@@ -241,7 +276,10 @@ class GpusView(View):
             f'{int(all_g["idle_allocated"].sum())} idle-allocated cluster-wide · '
             f'cell = one GPU, filled bottom-up by its slices; hatched = releasing; '
             f'<span style="color:{OVER_SHARE}">red outline</span> = a pod over its memory share; '
-            f'<span style="color:{IDLE}">yellow outline</span> = allocated but idle</div>')
+            f'<span style="color:{IDLE}">yellow outline</span> = allocated but idle; '
+            f'<span style="color:{WOULD}">dashed outline</span> = KAI would bind there next cycle (around a GPU '
+            f'when its device is known, else around the node; {len(ov["x0"])} on this page; not yet the '
+            f'cluster)</div>')
         if m.colour_by == "queue":
             present = sorted(set(slices["queue"])) if len(slices) else []
             self.legend.object = " ".join(
@@ -267,7 +305,7 @@ class GpusView(View):
         self.node_select.value = node if node in self.node_select.options else ""
         sl = self.model.slices()
         cols = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_mib", "memory_used_mib",
-                "gpu_util", "over_share"]
+                "gpu_util", "over_share", "device_source"]
         self.node_table.value = (sl[sl["node"] == node][cols].reset_index(drop=True) if node and len(sl)
                                  else pd.DataFrame(columns=cols))
 

@@ -16,11 +16,13 @@ from scheduler.errors import KaidashError
 from scheduler.snapshot_io import dumps_snapshot, load_snapshot
 
 from .. import models as M
+from ..auth import may_import
 from ..models import ViewModel
 from .base import View
 
 TABLES: dict[str, Callable] = {"queues": lambda t: M.queue_table(t, "gpu"), "jobs": M.jobs_table,
-                               "pending": M.pending_table, "gpus": M.gpu_table, "gpu_slices": M.slices_table}
+                               "pending": M.pending_table, "gpus": M.gpu_table, "gpu_slices": M.slices_table,
+                               "next_cycle": M.overlay_table}   # what KAI would do: apart from the observed
 
 
 def load_uploaded(filename: str, data: bytes):
@@ -46,7 +48,8 @@ class SnapshotView(View):
         super().__init__(state, selection, model, **params)
 
     def _build(self):
-        self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False, name="snapshot-file")
+        self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False, name="snapshot-file",
+                                           disabled=not may_import(self.state))
         self.load_btn = pn.widgets.Button(name="Load and switch the dashboard to it", button_type="primary")
         self.load_btn.on_click(lambda e: self.import_file())
         self.back_btn = pn.widgets.Button(name="Back to the configured source", button_type="default",
@@ -83,6 +86,10 @@ class SnapshotView(View):
     def import_file(self, filename: Optional[str] = None, data: Optional[bytes] = None) -> bool:
         """Load the uploaded (or given) file and switch the live loop to it; errors name the field."""
         filename = filename or self.upload.filename
+        if not may_import(self.state):   # refused before a byte is parsed (a restricted user's session)
+            self.message.object = ('<div class="kd-banner" data-import="refused">Importing a snapshot replaces '
+                                   'what everyone sees; your access covers some queues only.</div>')
+            return False
         data = data if data is not None else self.upload.value
         if not data:
             self.message.object = '<div class="kd-banner">Choose a file first.</div>'

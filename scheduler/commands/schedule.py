@@ -109,10 +109,14 @@ def render_table(result, snapshot) -> str:
         if t is not None and t.status == d.status and t.node == d.node:
             continue
         idx = ",".join(map(str, d.gpu_indices)) if d.gpu_indices else "-"
+        if d.gpu_index_source == "session":
+            idx += " (chosen)"
         grp = ",".join(d.gpu_groups) if d.gpu_groups and any(d.gpu_groups) else "-"
         rows.append([name, (t.status if t else "?") + " → " + d.status, d.node or "-", idx, grp])
     out.append(f"\nTasks changed this session ({len(rows)})\n")
     out.append(_table(["TASK", "STATUS", "NODE", "GPU INDEX", "GPU GROUP"], rows) if rows else "  none\n")
+    if any(d.endswith("(chosen)") for r in rows for d in r[3:4]):
+        out.append("  (chosen) = a device index the session picked, not one the cluster reported\n")
     out.append(f"\nEvictions ({len(result.evicted)})\n")
     if result.evicted:
         out.append(_table(["TASK", "JOB", "ACTION", "PREEMPTOR", "MOVED TO", "MESSAGE"],

@@ -36,7 +36,14 @@ HOLDING_STATUSES = frozenset({"running", "binding", "releasing"})
 """Task statuses that hold a GPU device (a pipelined task does not hold it yet)."""
 
 SLICE_COLUMNS = ["node", "gpu_index", "gpu_group", "task", "pod", "namespace", "job", "queue", "status",
-                 "fractional", "share", "alloc_memory_mib"]
+                 "fractional", "share", "alloc_memory_mib", "device_source"]
+
+DEVICE_SOURCES = ("snapshot", "reservation", "dcgm", "unknown")
+"""How a slice's device index is known (``device_source``): ``snapshot`` = recorded on the task (from KAI's
+objects: the reservation pod a fractional pod names, or a snapshot file); ``reservation`` = through the task's
+GPU group and KAI's reservation pod (its DCGM series or another task of the group); ``dcgm`` = dcgm-exporter
+labelled the device with the pod (whole GPUs); ``unknown`` = the task holds a device whose index no evidence
+gives (``gpu_index = -1``, never a guess)."""
 
 _UUID_NAMESPACE = _uuid.UUID("6f1d3c1e-6b8a-4f5e-9a51-6b61696461c5")
 
@@ -115,17 +122,25 @@ def reservation_group_index(node: str, pod: str, groups_on_node: list[str]) -> O
     return None
 
 
-def slices(snapshot: Snapshot, group_index: Optional[dict[tuple[str, str], int]] = None) -> pd.DataFrame:
+def slices(snapshot: Snapshot, group_index: Optional[dict[tuple[str, str], int]] = None,
+           pod_devices: Optional[dict[tuple[str, str, str], list[int]]] = None) -> pd.DataFrame:
     """One row per (task, GPU device) for every task holding a GPU (see :data:`HOLDING_STATUSES`).
 
-    ``group_index`` resolves ``(node, gpu_group) -> gpu_index`` for fractional tasks that know their group but
-    not their device index (from other tasks, or from the reservation pod's DCGM series). A slice whose device
-    stays unknown gets ``gpu_index = -1``.
+    Device evidence, best first (``device_source``, :data:`DEVICE_SOURCES`):
+
+    * whole-GPU tasks: ``pod_devices`` (``(node, namespace, pod) -> [gpu_index, ...]``, the devices
+      dcgm-exporter labelled with the pod), else the task's recorded ``gpu_indices``;
+    * fractional tasks: the recorded ``gpu_indices``, else their GPU group resolved by ``group_index``
+      (``(node, gpu_group) -> gpu_index``, from the reservation pod's DCGM series) or by another task of the
+      group that records its index.
+
+    A slice whose device stays unknown gets ``gpu_index = -1`` and ``device_source = "unknown"``.
     """
     nodes = snapshot.node_map()
     known = dict(group_indices_from_tasks(snapshot))
     if group_index:
         known.update(group_index)
+    labelled = pod_devices or {}
     rows = []
     for job, task in snapshot.iter_tasks():
         if task.status not in HOLDING_STATUSES or not task.is_gpu or not task.node:
@@ -133,16 +148,20 @@ def slices(snapshot: Snapshot, group_index: Optional[dict[tuple[str, str], int]]
         node = nodes.get(task.node)
         share, mem = _per_device_share(task, node)
         namespace, pod = task_pod(job, task)
-        devices = int(task.gpu) if not task.is_fractional else max(task.gpu_devices, 1)
+        fractional = task.is_fractional
+        devices = int(task.gpu) if not fractional else max(task.gpu_devices, 1)
+        from_dcgm = [] if fractional else labelled.get((task.node, namespace, pod), [])
         for d in range(devices):
             group = task.gpu_groups[d] if d < len(task.gpu_groups) else None
-            if d < len(task.gpu_indices):
-                index = task.gpu_indices[d]
+            if d < len(from_dcgm):
+                index, source = from_dcgm[d], "dcgm"
+            elif not from_dcgm and d < len(task.gpu_indices):
+                index, source = task.gpu_indices[d], "snapshot"
             elif group is not None and (task.node, group) in known:
-                index = known[(task.node, group)]
+                index, source = known[(task.node, group)], "reservation"
             else:
-                index = -1
+                index, source = -1, "unknown"
             rows.append((task.node, index, group, task.name, pod, namespace, job.key, job.queue, task.status,
-                         task.is_fractional, share, mem))
+                         fractional, share, mem, source))
     frame = pd.DataFrame(rows, columns=SLICE_COLUMNS)
     return frame.astype({"gpu_index": "int64", "share": "float64", "alloc_memory_mib": "float64"})

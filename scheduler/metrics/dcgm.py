@@ -32,6 +32,7 @@ import pandas as pd
 
 from ..model import Snapshot
 from . import variants as V
+from .gpu_flags import flag_frame, window_max_series
 from .allocation import (
     RESERVATION_NAMESPACE,
     RESERVATION_POD_PREFIX,
@@ -50,7 +51,7 @@ FRAME_COLUMNS = [
     "fractional", "share", "alloc_memory_mib", "used_memory_mib", "pod_util", "attribution", "dcgm_pod",
     "memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib", "gpu_util",
     "gr_engine_active", "dram_active", "power_w", "temp_c", "xid", "has_metrics",
-    "over_share", "idle_allocated", "unallocated_in_use",
+    "device_source", "over_share", "idle_allocated", "unallocated_in_use", "holder_unknown", "evidence",
 ]
 """Columns of the per-GPU frame: one row per (GPU, slice); a GPU with no slice has one row with ``task`` NaN.
 
@@ -162,6 +163,20 @@ def _reservation_group_indices(snapshot: Snapshot, samples: pd.DataFrame,
     return out
 
 
+def _pod_devices(samples: pd.DataFrame) -> dict[tuple[str, str, str], list[int]]:
+    """``(node, namespace, pod) -> sorted device indices`` dcgm-exporter labelled with the pod (reservation
+    pods excluded: they stand for a GPU group, not for the pods sharing it)."""
+    own = samples[samples["has_pod"] & ~samples["is_reservation"]]
+    if own.empty:
+        return {}
+    pairs = own[["node", "namespace", "pod", "gpu_index"]].drop_duplicates().sort_values("gpu_index", kind="stable")
+    out: dict[tuple[str, str, str], list[int]] = {}
+    for key in zip(pairs["node"].tolist(), pairs["namespace"].tolist(), pairs["pod"].tolist(),
+                   pairs["gpu_index"].tolist()):
+        out.setdefault(key[:3], []).append(int(key[3]))
+    return out
+
+
 def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Optional[dict[GpuKey, float]] = None,
                     *, reservation_groups: Optional[dict[str, str]] = None, idle_util_threshold: float = 0.05,
                     in_use_memory_mib: float = 256.0, over_share_tolerance_mib: float = 0.0,
@@ -215,8 +230,9 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
             per_pod[col] = np.nan
     per_pod = per_pod[["pod_memory_used_mib", "pod_util"]].reset_index()
 
-    # 3. slices, with reservation pods resolving devices of tasks that only know their group
-    sl = slices(snapshot, _reservation_group_indices(snapshot, s, reservation_groups))
+    # 3. slices: reservation pods resolve devices of fractional tasks that only know their group, the pod
+    #    labels dcgm-exporter puts on a device resolve whole-GPU tasks (Kubernetes objects never say which)
+    sl = slices(snapshot, _reservation_group_indices(snapshot, s, reservation_groups), _pod_devices(s))
     frame = inv.merge(sl, on=["node", "gpu_index"], how="outer")
     frame = frame.merge(dev, on=["node", "gpu_index"], how="left")
     frame = frame.merge(ident, on=["node", "gpu_index"], how="left")
@@ -248,28 +264,21 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
     frame["attribution"] = np.select([per_pod_known | exclusive, proportional], ["exporter", "proportional"],
                                      default=None)
 
-    # 5. flags
-    limit = frame["alloc_memory_mib"] + over_share_tolerance_mib
-    frame["over_share"] = has_task & (frame["used_memory_mib"] > limit)
-    allocated = n_slices > 0
-    util_now = frame["gpu_util"].fillna(frame["gr_engine_active"])
-    frame["unallocated_in_use"] = ~allocated & ((frame["memory_used_mib"] > in_use_memory_mib)
-                                                | (util_now >= idle_util_threshold))
-    idle = idle_max_util or {}
-    window_max = pd.Series([idle.get((n, int(i)), np.nan) for n, i in zip(frame["node"], frame["gpu_index"])],
-                           index=frame.index, dtype="float64")
-    frame["idle_allocated"] = allocated & (window_max < idle_util_threshold)
-    for col in ("over_share", "idle_allocated", "unallocated_in_use", "has_metrics"):
-        frame[col] = frame[col].fillna(False).astype(bool)
+    # 5. flags, with their evidence (gpu_flags)
+    frame = flag_frame(frame, window_max_series(frame, idle_max_util), idle_util_threshold=idle_util_threshold,
+                       in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib)
+    frame["has_metrics"] = frame["has_metrics"].fillna(False).astype(bool)
     frame = frame.sort_values(["node", "gpu_index", "task"], na_position="first", kind="stable")
     return frame[FRAME_COLUMNS].reset_index(drop=True)
 
 
 def gpu_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per GPU: allocated share, slice count, memory/utilisation, and any flag raised on it."""
+    """One row per GPU: allocated share, slice count, memory/utilisation, and any flag raised on it
+    (``gpu_index = -1`` rows: GPUs held on that node whose device is unknown)."""
     if frame.empty:
         return pd.DataFrame(columns=["node", "gpu_index", "slices", "allocated_share", "memory_used_mib",
-                                     "gpu_util", "over_share", "idle_allocated", "unallocated_in_use"])
+                                     "gpu_util", "over_share", "idle_allocated", "unallocated_in_use",
+                                     "holder_unknown"])
     g = frame.groupby(["node", "gpu_index"], sort=True)
     return pd.DataFrame({
         "slices": g["task"].count(),
@@ -279,4 +288,5 @@ def gpu_summary(frame: pd.DataFrame) -> pd.DataFrame:
         "over_share": g["over_share"].any(),
         "idle_allocated": g["idle_allocated"].any(),
         "unallocated_in_use": g["unallocated_in_use"].any(),
+        "holder_unknown": g["holder_unknown"].any(),
     }).reset_index()

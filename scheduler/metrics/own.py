@@ -21,21 +21,26 @@ import time
 from typing import Any, Iterable, Mapping, Optional
 
 import pandas as pd
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..decisions import ScheduleResult
 from ..model import RESOURCES, Snapshot
+from ..queue_allocation import observed_allocation
 from ..waits import DAY_S, evictions_per_queue, gang_status, pending_depth, wait_quantiles
 
 QUEUE_STAT_GAUGES = {
     "deserved": "Deserved quota of the queue (KAI quota; GPUs in devices, CPU in millicores, memory in bytes).",
     "fair_share": "Fair share the scheduler computed for the queue this tick (same units as deserved).",
-    "allocated": "Resources allocated to the queue's running/binding pods (same units as deserved).",
+    "allocated": "Resources KAI has allocated to the queue's running/binding pods now, descendants included "
+                 "(observed, before the engine's next-cycle decisions; same units as deserved).",
     "requested": "Resources requested by the queue's pods, allocated or pending (same units as deserved).",
     "limit": "Maximum the queue may use (-1 = unlimited; same units as deserved).",
 }
 """``kaidash_queue_<stat>{queue, parent, resource}`` gauges and their help text."""
+
+SHADOW_ALLOCATED_HELP = ("Resources the queue would hold after the engine's next-cycle decisions (the shadow "
+                         "session's hypothetical placements; same units as deserved).")
 
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -64,6 +69,8 @@ class KaidashMetrics:
                                        "Duration of each part (action) of a scheduling cycle.", ["action"],
                                        buckets=LATENCY_BUCKETS_S, registry=self.registry)
         self.registry.register(self)
+        # process_resident_memory_bytes, process_cpu_seconds_total, ... (docs/deploy.md section 5)
+        self.process = ProcessCollector(registry=self.registry)
 
     # prometheus_client custom-collector protocol
     def describe(self):
@@ -77,6 +84,7 @@ class KaidashMetrics:
     def update(self, result: ScheduleResult, gpu_frame: Optional[pd.DataFrame] = None, *,
                snapshot: Optional[Snapshot] = None, sources: Optional[Mapping[str, Mapping[str, bool]]] = None,
                gpu_metrics_age_s: Optional[float] = None, now: Optional[float] = None,
+               observed: Optional[Snapshot] = None,
                history: Optional[Mapping[str, pd.DataFrame]] = None, eta: Any = None, costs: Any = None,
                ledger: Any = None, window_s: float = DAY_S) -> None:
         """Refresh every metric from one tick.
@@ -87,7 +95,10 @@ class KaidashMetrics:
         ``gpu_metrics_age_s``: age of the GPU frame (0 fresh, larger when stale); ``now``: tick wall time.
         ``history``: ``{"jobs", "evictions"}`` frames (``JobLog.frames()``) for waits of started jobs, last
         starts and evictions over ``window_s``; ``eta``: an ``EtaReport`` for estimated waits; ``costs``:
-        ``CostRates``; ``ledger``: ``CostLedger`` for today's and 30-day totals.
+        ``CostRates``; ``ledger``: ``CostLedger`` for today's and 30-day totals. ``observed``: the source's
+        snapshot before the session, from which ``kaidash_queue_allocated`` is computed as KAI accounts it
+        (default: ``snapshot``, else ``result.snapshot``); the session's own figure is
+        ``kaidash_queue_allocated_after_session``.
         """
         now = time.time() if now is None else now
         snap = snapshot if snapshot is not None else result.snapshot
@@ -98,11 +109,18 @@ class KaidashMetrics:
         stat_families = {stat: GaugeMetricFamily(f"kaidash_queue_{stat}", help_,
                                                  labels=["queue", "parent", "resource"])
                          for stat, help_ in QUEUE_STAT_GAUGES.items()}
+        shadow = GaugeMetricFamily("kaidash_queue_allocated_after_session", SHADOW_ALLOCATED_HELP,
+                                   labels=["queue", "parent", "resource"])
+        base = observed if observed is not None else snap
+        held = observed_allocation(base) if base is not None else {}
         names = sorted(set(queues) | set(result.queue_stats or {}) | set(result.fair_share or {}))
         for name in names:
             stats = (result.queue_stats or {}).get(name, {})
             for resource in RESOURCES:
                 values: dict[str, Any] = dict(stats.get(resource, {}))
+                if values.get("allocated") is not None:
+                    shadow.add_metric([name, parents.get(name, ""), resource], float(values["allocated"]))
+                values["allocated"] = held.get(name, {}).get(resource)
                 if "fair_share" not in values and resource in (result.fair_share or {}).get(name, {}):
                     values["fair_share"] = result.fair_share[name][resource]
                 if name in queues:
@@ -113,6 +131,7 @@ class KaidashMetrics:
                     if values.get(stat) is not None:
                         family.add_metric([name, parents.get(name, ""), resource], float(values[stat]))
         families.extend(stat_families.values())
+        families.append(shadow)
 
         pending_count = GaugeMetricFamily("kaidash_queue_pending_jobs", "Jobs (pod groups) waiting to be scheduled.",
                                           labels=["queue"])
@@ -162,6 +181,22 @@ class KaidashMetrics:
             self._ticks += 1
             ticks = CounterMetricFamily("kaidash_ticks", "Live-loop ticks since kaidash started.", value=self._ticks)
             self._families = families + [ticks]
+
+    def source_down(self, source: str, resources: Iterable[str] = ("snapshot",)) -> None:
+        """Report ``kaidash_source_up{source, resource} 0`` now (a failed tick publishes no update)."""
+        with self._lock:
+            families = [f for f in self._families if f.name != "kaidash_source_up"]
+            old = next((f for f in self._families if f.name == "kaidash_source_up"), None)
+            up = GaugeMetricFamily("kaidash_source_up", "1 if the source delivered this resource on the last tick.",
+                                   labels=["source", "resource"])
+            down = {(source, r) for r in resources}
+            for sample in (old.samples if old is not None else []):
+                key = (sample.labels["source"], sample.labels["resource"])
+                if key not in down:
+                    up.add_metric(list(key), 0.0 if key[0] == source else sample.value)
+            for key in sorted(down):
+                up.add_metric(list(key), 0.0)
+            self._families = families + [up]
 
     @staticmethod
     def _gpu_families(frame: Optional[pd.DataFrame], queues: Mapping) -> list:

@@ -282,7 +282,11 @@ def convert_node(obj: dict, warn: _Warnings) -> Node:
             warn.add("Node", None, name, "metadata.labels.nvidia.com/gpu.count",
                      f"label says {count_label} GPUs but allocatable {GPU_RESOURCE} is {gpus}; using allocatable",
                      skipped=False)
-    ready, _ = node_readiness(status)  # Ready and no pressure condition (a node without conditions passes)
+    ready, why = node_readiness(status)  # Ready and no pressure condition (a node without conditions passes)
+    if not ready:
+        warn.add("Node", None, name, "status.conditions",
+                 f"{'; '.join(why)}: KAI places no new pod on it (its pods still count); kept, marked not ready",
+                 skipped=False)
     spec = _dict(obj, "spec")
     unschedulable = spec.get("unschedulable") is True
     taints = node_taints(spec)
@@ -444,6 +448,10 @@ def convert_pod_group(obj: dict, pcs: PriorityClasses, warn: _Warnings) -> _Grou
     pc_name = spec.get("priorityClassName")
     if pc_name is not None and not isinstance(pc_name, str):
         raise BadField("spec.priorityClassName", f"expected a string, got {pc_name!r}")
+    if pc_name and pc_name not in pcs.values:
+        warn.add("PodGroup", ns, name, "spec.priorityClassName",
+                 f"PriorityClass {pc_name!r} does not exist; KAI uses the default priority {pcs.default}",
+                 skipped=False)
     uid = _dict(obj, "metadata").get("uid")
     job = Job(name=name, namespace=ns, queue=queue, priority=pcs.value(pc_name),
               preemptible=_preemptible(spec.get("preemptibility"), "spec.preemptibility"),
@@ -869,6 +877,8 @@ class IncrementalConverter:
                                                 f"got {idx!r}", True)]
             return
         sched = _dict(obj, "spec").get("schedulerName") or "default-scheduler"
+        if pod.phase == "Succeeded" and not _dict(obj, "spec") and ANN_POD_GROUP in pod.annotations:
+            sched = self.scheduler_name   # KAI >= v0.17 compacts a Succeeded pod to name, phase, PodGroup
         if sched != self.scheduler_name:
             e.kind = "external"
             return

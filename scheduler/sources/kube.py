@@ -14,12 +14,21 @@ use, marked stale.
 only the jobs they touch). :meth:`KubeSource.status` is the per-resource health
 the dashboard shows; :attr:`KubeSource.warnings` lists every object that was skipped or adjusted.
 
+Liveness: a watch on a quiet cluster carries nothing for a minute or more (the server's bookmarks are the only
+traffic), so silence cannot tell a hung API server from an idle one. A probe thread asks ``GET /version``
+every ``probe_interval_s`` with that as its timeout; when it fails, every listed resource is marked stale
+("API server not answering") and the watch streams are cut so they reconnect, and the next successful watch
+marks them ok again. A server that stops sending without closing its connections therefore shows as stale
+within about two probe intervals, not after the watch's 330 s read timeout.
+
 Read-only by construction: the client is a :class:`ReadOnlyApiClient` that refuses any HTTP method but GET,
-and the only API calls made are the generated ``list_*`` functions (with ``watch=True`` for watches).
+and the only API calls made are the generated ``list_*`` functions (with ``watch=True`` for watches) and the
+``GET /version`` probe.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 
 import json
@@ -358,6 +367,8 @@ class _Watcher:
                 return True
             st.state = "stale" if listed else "error"
             st.error = f"cannot {self._doing} {self.rtype.display}: {text}"
+            if src.unresponsive:   # the probe cut this stream: say why
+                st.error = f"API server not answering (GET /version: {src.unresponsive}); {st.error}"
             return not listed
 
     def interrupt(self) -> None:
@@ -392,7 +403,7 @@ class KubeSource:
                  resources: Optional[Iterable[str]] = None, watch_timeout_s: float = 300.0,
                  connect_timeout_s: float = 10.0, request_timeout_s: float = 120.0, read_slack_s: float = 30.0,
                  backoff_initial_s: float = 0.5, backoff_max_s: float = 30.0, page_size: int = 500,
-                 clock: Callable[[], float] = time.time) -> None:
+                 probe_interval_s: Optional[float] = 10.0, clock: Callable[[], float] = time.time) -> None:
         if api_client is None:  # kubeconfig (default file, current context unless one is named)
             api_client = self._client_from(kubeconfig, context, False)
         if not isinstance(api_client, ReadOnlyApiClient):
@@ -410,7 +421,12 @@ class KubeSource:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.page_size = page_size
+        self.probe_interval_s = probe_interval_s
         self.clock = clock
+        self._probe_thread: Optional[threading.Thread] = None
+        self._probe_client: Optional[k8s.ApiClient] = None
+        self.unresponsive: Optional[str] = None
+        """Why the last liveness probe failed (``None`` while the API server answers)."""
         wanted = set(resources) if resources is not None else {r.name for r in RESOURCE_TYPES}
         unknown = wanted - {r.name for r in RESOURCE_TYPES}
         if unknown:
@@ -466,7 +482,45 @@ class KubeSource:
                 w.status.state = "syncing"
                 w.thread = threading.Thread(target=w.run, name=f"kaidash-watch-{name}", daemon=True)
                 w.thread.start()
+        if self.probe_interval_s and (self._probe_thread is None or not self._probe_thread.is_alive()):
+            self._probe_thread = threading.Thread(target=self._probe_loop, name="kaidash-kube-liveness",
+                                                  daemon=True)
+            self._probe_thread.start()
         return self
+
+    # ------------------------------------------------------------------------------------------ liveness
+
+    def probe(self) -> Optional[str]:
+        """``GET /version`` within ``probe_interval_s``: ``None`` when the API server answers, else why not."""
+        timeout = max(float(self.probe_interval_s or 10.0), 0.2)
+        if self._probe_client is None:   # its own client: no urllib3 retries (they would multiply the timeout)
+            conf = copy.deepcopy(self.api_client.configuration)
+            conf.retries = False
+            self._probe_client = ReadOnlyApiClient(conf)
+        try:
+            k8s.VersionApi(self._probe_client).get_code(
+                _request_timeout=(min(self.connect_timeout_s, timeout), timeout))
+        except ApiException:
+            return None         # an HTTP answer (even 403 or 404) is a live server
+        except Exception as exc:  # noqa: BLE001 - no answer in time, connection refused or reset
+            return _error_text(exc)
+        return None
+
+    def _probe_loop(self) -> None:
+        while not self._stop.wait(self.probe_interval_s):
+            problem = self.probe()
+            if self._stop.is_set():
+                break
+            with self._lock:
+                self.unresponsive = problem
+                if problem is None:
+                    continue
+                for w in self._watchers.values():
+                    if w.status.state == "ok":
+                        w.status.state = "stale"
+                        w.status.error = f"API server not answering (GET /version: {problem})"
+            for w in self._watchers.values():
+                w.interrupt()       # a hung stream would otherwise wait for its 330 s read timeout
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the watchers (open watch streams are shut down)."""
@@ -474,6 +528,8 @@ class KubeSource:
         for w in self._watchers.values():
             w.interrupt()
         deadline = time.monotonic() + timeout_s
+        if self._probe_thread is not None:
+            self._probe_thread.join(timeout=max(0.0, deadline - time.monotonic()))
         for w in self._watchers.values():
             if w.thread is not None:
                 w.thread.join(timeout=max(0.0, deadline - time.monotonic()))
