@@ -282,6 +282,10 @@ class Node:
     mig: dict[str, int] = field(default_factory=dict)
     """1.2: MIG instances by profile (``{"1g.10gb": 7}``: allocatable ``nvidia.com/mig-1g.10gb``). They are part
     of ``gpus`` as G GPU-equivalents each (KAI's quota counting); only MIG requests of that profile use them."""
+    dra_gpus: int = 0
+    """1.2: GPU devices the node's DRA ResourceSlices publish (slices of a driver whose name contains ``gpu``).
+    They are part of ``gpus`` (KAI adds them to the node's GPU capacity); only DRA claims use them, and
+    fractional / shared GPU requests do not go to a node that has them."""
 
     @property
     def schedulable(self) -> bool:
@@ -347,6 +351,34 @@ class TaskUsage:
     gpu_util: float = 0.0
 
 
+def is_gpu_device_class(name: str) -> bool:
+    """KAI's test for a GPU DeviceClass (or a ResourceSlice driver): its name contains ``gpu``, any case
+    (``common/resources/dra.go``)."""
+    return "gpu" in name.lower()
+
+
+@dataclass
+class DraClaim:
+    """1.2: a DRA ResourceClaim a pod uses for GPUs (resource.k8s.io/v1), as KAI counts it."""
+
+    name: str
+    """``namespace/name`` of the ResourceClaim; pods naming the same claim share its devices."""
+    gpus: int = 1
+    """GPU devices the claim requests: Σ ``exactly.count`` of its requests of a GPU DeviceClass (1 when the
+    count is missing, 1 for ``allocationMode: All``, as KAI counts them)."""
+    device_class: str = "gpu.nvidia.com"
+    """The DeviceClass of its GPU requests."""
+    shared: bool = False
+    """A claim the pod names directly (``resourceClaimName``), which several pods may hold; a claim made from
+    a ResourceClaimTemplate belongs to one pod."""
+    queue: Optional[str] = None
+    """A shared claim's ``kai.scheduler/queue`` label: KAI schedules a pod of a shared GPU claim only when it names
+    the pod's queue."""
+    missing: bool = False
+    """The pod names a claim that does not exist (yet: the DRA controller has not made the template's claim);
+    KAI keeps the pod pending. ``gpus`` is then 0."""
+
+
 @dataclass
 class Task:
     """A pod. GPU request is either ``gpu`` devices (fraction < 1 allowed) or ``gpu_memory_mib`` per device.
@@ -376,6 +408,14 @@ class Task:
     mig: dict[str, int] = field(default_factory=dict)
     """1.2: MIG instances requested by profile (``nvidia.com/mig-<profile>``); ``gpu`` is then their
     GPU-equivalents (Σ G × count), which queues and fair share count."""
+    dra_claims: list[DraClaim] = field(default_factory=list)
+    """1.2: the pod's DRA ResourceClaims of GPUs; ``gpu`` is then their device count (Σ ``gpus``), which queues
+    and fair share count per pod, as KAI does."""
+
+    @property
+    def is_dra(self) -> bool:
+        """True for a pod that gets its GPUs through DRA ResourceClaims."""
+        return bool(self.dra_claims)
 
     @property
     def is_fractional(self) -> bool:

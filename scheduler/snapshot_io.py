@@ -55,6 +55,8 @@ from .model import (
     Topology,
     TopologyConstraint,
     TopologyLevel,
+    DraClaim,
+    is_gpu_device_class,
     mig_gpu_total,
 )
 from .model import MIG_PROFILE
@@ -424,17 +426,23 @@ def _parse_node(doc: Any, index: int, errs: _Collector) -> Optional[Node]:
         "taints": lambda v, p, e: _objects(v, p, e, _parse_taint),
         "external_pods": lambda v, p, e: _objects(v, p, e, _parse_external_pod),
         "mig": _parse_mig,
+        "dra_gpus": _num("devices", integer=True),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
         return None
-    for key in ("gpus", "pods"):
+    for key in ("gpus", "pods", "dra_gpus"):
         if key in kw:
             kw[key] = int(kw[key])
     if kw.get("mig") and mig_gpu_total(kw["mig"]) > kw.get("gpus", 0):
         errs.add(f"{path}.mig", f"MIG instances make {mig_gpu_total(kw['mig'])} GPU-equivalents, more than the node's "
                                 f"gpus ({kw.get('gpus', 0)}, which include them)")
-    if kw.get("gpus", 0) > 0 and kw.get("gpu_memory_mib", 0) <= 0 and "gpu_memory_mib" not in doc:
+    if kw.get("dra_gpus") and kw["dra_gpus"] + mig_gpu_total(kw.get("mig") or {}) > kw.get("gpus", 0):
+        errs.add(f"{path}.dra_gpus", f"{kw.get('dra_gpus', 0)} DRA GPU devices are more than the node's gpus "
+                                     f"({kw.get('gpus', 0)}, which include them and any MIG instances)")
+    # a DRA-only node need not carry the nvidia.com/gpu.memory label: only device-plugin GPUs are shared by memory
+    if (kw.get("gpus", 0) - kw.get("dra_gpus", 0) > 0 and kw.get("gpu_memory_mib", 0) <= 0
+            and "gpu_memory_mib" not in doc):
         errs.add(f"{path}.gpu_memory_mib", "required for a node with GPUs (MiB per device, e.g. 81920)")
     return Node(**kw)
 
@@ -526,10 +534,20 @@ def _parse_task(doc: Any, job_path: str, index: int, errs: _Collector) -> Option
         "constraints": _parse_constraints,
         "uid": lambda v, p, e: _string(v, p, e, optional=True),
         "mig": lambda v, p, e: _parse_mig(v, p, e, minimum=1),
+        "dra_claims": lambda v, p, e: _objects(v, p, e, _parse_dra_claim),
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
         return None
+    if kw.get("dra_claims"):
+        devices = sum(c.gpus for c in kw["dra_claims"])
+        if "gpu" not in kw:
+            kw["gpu"] = float(devices)
+        elif kw["gpu"] != devices:
+            errs.add(f"{path}.gpu", f"a DRA pod's gpu is the devices its claims request ({devices}), got {kw['gpu']:g}")
+        for other in ("mig", "gpu_memory_mib"):
+            if other in kw:
+                errs.add(f"{path}.dra_claims", f"give either dra_claims or {other}, not both")
     if kw.get("mig"):
         equiv = mig_gpu_total(kw["mig"])
         if "gpu" not in kw:
@@ -615,6 +633,29 @@ def _parse_job(doc: Any, index: int, errs: _Collector) -> Optional[Job]:
         if t.subgroup is not None and t.subgroup not in names:
             errs.add(f"{path}.tasks[{t.name}].subgroup", f"unknown subgroup {t.subgroup!r} (job declares: {sorted(names) or 'none'})")
     return job
+
+
+def _parse_dra_claim(v: Any, p: str, e: _Collector) -> Optional[DraClaim]:
+    """One DRA ResourceClaim of a task: ``{name, gpus, device_class, shared}``."""
+    m = _mapping(v, p, e)
+    if m is None:
+        return None
+    kw = _parse_fields(m, {"name": lambda x, pp, ee: _string(x, pp, ee), "gpus": _num("devices", integer=True),
+                           "device_class": lambda x, pp, ee: _string(x, pp, ee), "shared": _bool,
+                           "queue": lambda x, pp, ee: _string(x, pp, ee, optional=True), "missing": _bool},
+                       p, e, required=("name",))
+    if kw.get("missing"):
+        kw.setdefault("gpus", 0)
+        if kw["gpus"] != 0:
+            e.add(f"{p}.gpus", "a missing claim requests nothing (gpus: 0)")
+    elif "gpus" in kw:
+        kw["gpus"] = int(kw["gpus"])
+        if kw["gpus"] < 1:
+            e.add(f"{p}.gpus", "a GPU claim requests at least 1 device")
+    if "device_class" in kw and not is_gpu_device_class(kw["device_class"]):
+        e.add(f"{p}.device_class", f"{kw['device_class']!r} is not a GPU DeviceClass (KAI counts only classes whose "
+                                   "name contains 'gpu'; leave other claims out)")
+    return DraClaim(**kw) if "name" in kw else None
 
 
 def _parse_mig(v: Any, p: str, e: _Collector, minimum: int = 0) -> Optional[dict]:
@@ -730,6 +771,7 @@ def _cross_check(snap: Snapshot, errs: _Collector, placement: bool = True) -> No
     parents = {q.parent for q in snap.queues if q.parent}
     jobs_seen: set[str] = set()
     tasks_seen: set[str] = set()
+    claims_seen: dict[str, tuple[str, DraClaim]] = {}
     for job in snap.jobs:
         jp = f"jobs[{job.name}]"
         if job.key in jobs_seen:
@@ -746,6 +788,8 @@ def _cross_check(snap: Snapshot, errs: _Collector, placement: bool = True) -> No
             if t.name in tasks_seen:
                 errs.add(f"{tp}.name", "duplicate task name (task names are unique in a snapshot)")
             tasks_seen.add(t.name)
+            for c in t.dra_claims:
+                _check_claim_shared(c, t.name, tp, claims_seen, errs)
             if t.node is not None and t.node not in nodes:
                 errs.add(f"{tp}.node", f"task on unknown node {t.node!r}")
                 continue
@@ -755,6 +799,22 @@ def _cross_check(snap: Snapshot, errs: _Collector, placement: bool = True) -> No
     for qname, res in snap.usage.items():
         if qname not in queues:
             errs.add(f"usage.{qname}", f"usage for unknown queue {qname!r}")
+
+
+def _check_claim_shared(c: DraClaim, task: str, tp: str, seen: dict, errs: _Collector) -> None:
+    """A claim several tasks name must be a shared one with the same request in each."""
+    first = seen.setdefault(c.name, (task, c))
+    if first[0] == task:
+        return
+    other = first[1]
+    if not (c.shared and other.shared):
+        errs.add(f"{tp}.dra_claims[{c.name}].shared", f"claim {c.name!r} is also used by task {first[0]!r}: a claim "
+                                                     "several pods use is a shared one (shared: true in each)")
+    elif c.missing or other.missing:
+        pass  # neither task sees the claim
+    elif (c.gpus, c.device_class) != (other.gpus, other.device_class):
+        errs.add(f"{tp}.dra_claims[{c.name}]", f"claim {c.name!r} requests {c.gpus} x {c.device_class} here but "
+                                              f"{other.gpus} x {other.device_class} in task {first[0]!r}")
 
 
 def _check_placement(t: Task, tp: str, node: Node, errs: _Collector) -> None:
@@ -938,7 +998,7 @@ def _node_ok(n: Node) -> bool:
         return False
     if type(n.unschedulable) is not bool or type(n.taints) is not list or type(n.external_pods) is not list:
         return False
-    if n.mig and not (type(n.mig) is dict and _roundtrip_equal(_node_dict(n), lambda d, pp, e: _parse_node(d, 0, e))):
+    if (n.mig or n.dra_gpus) and not (type(n.mig) is dict and _roundtrip_equal(_node_dict(n), lambda d, pp, e: _parse_node(d, 0, e))):
         return False
     if n.taints and not all(type(t) is Taint and type(t.key) is str and type(t.value) is str
                             and t.effect in TAINT_EFFECTS for t in n.taints):
@@ -995,7 +1055,8 @@ def _task_ok(t: Task, subgroups: set) -> bool:
     if u is not None and not (type(u) is TaskUsage and _nonneg(u.gpu_memory_mib) and _nonneg(u.gpu_util)
                               and u.gpu_util <= 1):
         return False
-    if t.mig and not (type(t.mig) is dict and _roundtrip_equal(_task_dict(t), lambda d, pp, e: _parse_task(d, "", 0, e))):
+    if (t.mig or t.dra_claims) and not (type(t.mig) is dict and type(t.dra_claims) is list and all(
+            type(c) is DraClaim for c in t.dra_claims) and _roundtrip_equal(_task_dict(t), lambda d, pp, e: _parse_task(d, "", 0, e))):
         return False
     c = t.constraints
     return c is None or (type(c) is PodConstraints and _roundtrip_equal(_constraints_dict(c), _parse_constraints))
@@ -1107,8 +1168,9 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
         out["config_maps"] = list(snap.config_maps)
     if snap.topologies:
         out["topologies"] = [_topology_dict(t) for t in snap.topologies]
-    if ("topologies" in out or any("topology" in j or any("mig" in t for t in j["tasks"]) for j in out["jobs"])
-            or any("mig" in n for n in out["nodes"])):
+    if ("topologies" in out or any("topology" in j or any("mig" in t or "dra_claims" in t for t in j["tasks"])
+                                   for j in out["jobs"])
+            or any("mig" in n or "dra_gpus" in n for n in out["nodes"])):
         out["version"] = 1.2
     elif _uses_v11(out):
         out["version"] = 1.1
@@ -1238,6 +1300,8 @@ def _node_dict(n: Node) -> dict:
         d["external_pods"] = [_external_pod_dict(x) for x in n.external_pods]
     if n.mig:
         d["mig"] = dict(n.mig)
+    if n.dra_gpus:
+        d["dra_gpus"] = n.dra_gpus
     return d
 
 
@@ -1314,6 +1378,19 @@ def _task_dict(t: Task) -> dict:
         d["uid"] = t.uid
     if t.mig:
         d["mig"] = dict(t.mig)
+    if t.dra_claims:
+        d["dra_claims"] = [_dra_claim_dict(c) for c in t.dra_claims]
+    return d
+
+
+def _dra_claim_dict(c: DraClaim) -> dict:
+    d: dict[str, Any] = {"name": c.name, "gpus": c.gpus, "device_class": c.device_class}
+    if c.shared:
+        d["shared"] = True
+    if c.queue:
+        d["queue"] = c.queue
+    if c.missing:
+        d["missing"] = True
     return d
 
 

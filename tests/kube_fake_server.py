@@ -46,6 +46,10 @@ RESOURCES: dict[str, tuple[str, str, str, str]] = {
                      "BindRequestList", "scheduling.run.ai"),
     "topologies": ("/apis/kai.scheduler/v1alpha1/topologies", "kai.scheduler/v1alpha1", "TopologyList",
                    "kai.scheduler"),
+    "resourceclaims": ("/apis/resource.k8s.io/v1/resourceclaims", "resource.k8s.io/v1", "ResourceClaimList",
+                       "resource.k8s.io"),
+    "resourceslices": ("/apis/resource.k8s.io/v1/resourceslices", "resource.k8s.io/v1", "ResourceSliceList",
+                       "resource.k8s.io"),
 }
 PATHS = {path: name for name, (path, *_rest) in RESOURCES.items()}
 

@@ -30,6 +30,8 @@ READ_RESOURCES = {
     ("scheduling.run.ai", "podgroups"),
     ("scheduling.run.ai", "bindrequests"),
     ("kai.scheduler", "topologies"),
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceslices"),
 }
 
 # The oldest Kubernetes minor still commonly run and the newest the bundled schemas know.

@@ -24,7 +24,8 @@ FAST = dict(backoff_initial_s=0.1, backoff_max_s=1.0, watch_timeout_s=30)
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 # (group, resource, subresource) kaidash reads, and the subresources a scheduler or binder writes
 READ = [("", "nodes"), ("", "pods"), ("scheduling.k8s.io", "priorityclasses"), ("scheduling.run.ai", "queues"),
-        ("scheduling.run.ai", "podgroups"), ("scheduling.run.ai", "bindrequests"), ("kai.scheduler", "topologies")]
+        ("scheduling.run.ai", "podgroups"), ("scheduling.run.ai", "bindrequests"), ("kai.scheduler", "topologies"),
+        ("resource.k8s.io", "resourceclaims"), ("resource.k8s.io", "resourceslices")]
 SUBRESOURCES = [("", "pods", "binding"), ("", "pods", "eviction"), ("", "pods", "status"), ("", "nodes", "status"),
                 ("scheduling.run.ai", "podgroups", "status"), ("scheduling.run.ai", "queues", "status"),
                 ("scheduling.run.ai", "bindrequests", "status")]

@@ -311,6 +311,36 @@ def test_topologies_and_podgroup_topology_constraints_are_read(server, source):
     validate(snap)
 
 
+def test_dra_resource_slices_and_claims_are_read(server, source):
+    """resource.k8s.io/v1 objects: a node's GPU devices from its slices, a pod's GPU claim made from a template."""
+    server.modify("nodes", node("dra-0", gpus=0))
+    server.add("resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                  "metadata": {"name": "dra-0-gpu", "uid": "s-1", "resourceVersion": "1"},
+                                  "spec": {"nodeName": "dra-0", "driver": "gpu.nvidia.com",
+                                           "pool": {"name": "dra-0", "generation": 1, "resourceSliceCount": 1},
+                                           "devices": [{"name": f"gpu-{k}"} for k in range(4)]}})
+    p = pod("infer-0", "llm", queue="llm")
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}]
+    p["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "infer-0-gpu-7xk2p"}]
+    server.add("pods", p)
+    server.add("resourceclaims", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                  "metadata": {"name": "infer-0-gpu-7xk2p", "namespace": "llm", "uid": "c-1",
+                                               "resourceVersion": "1"},
+                                  "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                                      "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
+                                      "count": 2}}]}}})
+    source.start()
+    assert source.wait_until_synced(10)
+    snap = wait_for(lambda: (s := source.snapshot()).node_map().get("dra-0") is not None
+                    and s.node_map()["dra-0"].dra_gpus and any(t.dra_claims for j in s.jobs for t in j.tasks) and s,
+                    message="the DRA node and the claiming pod")
+    assert source.status().resources["resourceclaims"].state == "ok"
+    assert source.status().resources["resourceslices"].state == "ok"
+    assert (snap.node_map()["dra-0"].gpus, snap.node_map()["dra-0"].dra_gpus) == (4, 4)
+    task = next(t for j in snap.jobs for t in j.tasks if t.name == "llm/infer-0")
+    assert task.gpu == 2 and [(c.name, c.gpus, c.shared) for c in task.dra_claims] == [("llm/infer-0-gpu-7xk2p", 2, False)]
+
+
 # ------------------------------------------------------------------------------ liveness (issue 20)
 
 SLOW_READ = dict(FAST, watch_timeout_s=60, read_slack_s=30, request_timeout_s=60)   # 90 s before a read gives up

@@ -49,7 +49,13 @@ PREDICATE_REASONS = {"node affinity/selector": "didn't match Pod's node affinity
                      "taints": "had untolerated taints", "missing ConfigMaps": "missing required ConfigMaps",
                      "host ports": "didn't have free ports for the requested pod ports",
                      "pod affinity": "didn't match pod affinity rules",
-                     "pod anti-affinity": "didn't match pod anti-affinity rules"}
+                     "pod anti-affinity": "didn't match pod anti-affinity rules",
+                     "DRA devices": "had no DRA GPU devices for the pod's ResourceClaims",
+                     "DRA-only node": "had DRA GPUs (fractional/shared GPU pods are not yet supported on DRA-only nodes)",
+                     "claim allocated": "were not the node its shared ResourceClaim is allocated on",
+                     "claim missing": "cannot take it: a ResourceClaim it names does not exist (yet)",
+                     "claim queue label": "cannot take it: a shared GPU claim it names lacks the job's queue label "
+                                          "(kai.scheduler/queue)"}
 """Fit-error wording of the predicate checks (kube-scheduler's reasons, as KAI reports them)."""
 
 
@@ -217,6 +223,7 @@ class Session:
         kind[has_mem] = KIND_MEMORY
         self.kind = kind
         self.kind_list = kind.tolist()
+        self._build_dra(snapshot, tasks, status, node)
         self.groups: list[list] = [t.gpu_groups for t in tasks]
         self.indices: list[list] = [t.gpu_indices for t in tasks]
         self.shadow: dict[int, tuple] = {}
@@ -241,7 +248,7 @@ class Session:
         on_node = node_arr >= 0
         releasing = on_node & (st_arr == "releasing")
         # Non-shared resource vector of every task: (whole GPUs, cpu, memory, 1 pod).
-        whole_gpu = np.where(kind == KIND_WHOLE, self.gpu, 0.0)
+        whole_gpu = np.where(kind == KIND_WHOLE, self.node_gpu, 0.0)
         N = ns.n
         idx = node_arr[on_node]
         for col, vals in ((GPU, whole_gpu), (CPU, self.cpu), (MEM, self.mem), (PODS, np.ones(T))):
@@ -270,7 +277,8 @@ class Session:
         self._vec_cache: dict[int, np.ndarray] = {}
         self._cpu_l = self.cpu.tolist()
         self._mem_l = self.mem.tolist()
-        self._gpu_l = self.gpu.tolist()
+        self._gpu_l = self.gpu.tolist()  # requests (the packing bound of the eviction actions reads them)
+        self._node_gpu_l = self._gpu_l if self.node_gpu is self.gpu else self.node_gpu.tolist()
 
     def _build_mig(self, tasks: list[Task], status: list[str], node: list[int]) -> None:
         """MIG requests (``mig_req[i]`` = (instances per node profile, whether every profile exists on some node))
@@ -291,6 +299,80 @@ class Session:
                 ns.add_mig(n, vec, status[i], 1.0)
         self._mig_nodes = bool(ns.mig_profiles)
 
+    def _build_dra(self, snapshot: Snapshot, tasks: list[Task], status: list[str], node: list[int]) -> None:
+        """DRA: which nodes publish GPU devices in ResourceSlices, which tasks claim them, and ``node_gpu``, the GPUs
+        a task takes on its node. ``node_gpu`` is ``gpu`` except for a shared claim already allocated in the snapshot
+        (held by a placed task): KAI counts its devices once per node (``DRASharedDeviceRefCount``), so a further
+        holder takes none of them, and a pending holder may go only to that claim's node. Queues still count every
+        pod's claims (``accepted``), as KAI's proportion plugin does."""
+        self.node_gpu = self.gpu
+        self.dra_pin: dict[int, int] = {}
+        by_name = snapshot.node_map()
+        dra = np.array([by_name[name].dra_gpus > 0 for name in self.nodes.names], dtype=bool)
+        self.dra_task = [t.is_dra for t in tasks]
+        self._dra_nodes = dra if dra.any() or any(self.dra_task) else None
+        if self._dra_nodes is None:
+            return
+        # KAI's DRA pre-predicate: every claim exists, and a shared GPU claim carries the job's queue label
+        queues = [j.queue for j in snapshot.jobs]
+        self.dra_blocked: dict[int, str] = {}
+        for i, t in enumerate(tasks):
+            for c in t.dra_claims:
+                if c.missing:
+                    self.dra_blocked[i] = "claim missing"
+                elif c.shared and c.queue != queues[self.task_job[i]]:
+                    self.dra_blocked.setdefault(i, "claim queue label")
+        self._dra_node_l = dra.tolist()
+        held: dict[str, int] = {}  # shared claim -> the node of the placed task holding it first
+        for i, t in enumerate(tasks):
+            if node[i] >= 0 and status[i] in OCCUPIES_NODE:
+                for c in t.dra_claims:
+                    if c.shared:
+                        held.setdefault(c.name, node[i])
+        if not held:
+            return
+        node_gpu = np.array(self.gpu, dtype=float)
+        first: set[str] = set()
+        for i, t in enumerate(tasks):
+            placed = node[i] >= 0 and status[i] in OCCUPIES_NODE
+            for c in t.dra_claims:
+                n = held.get(c.name) if c.shared else None
+                if n is None:
+                    continue
+                if placed and node[i] == n and c.name not in first:
+                    first.add(c.name)  # the first holder counts the devices on the node
+                elif placed and node[i] == n:
+                    node_gpu[i] -= c.gpus
+                elif not placed:
+                    node_gpu[i] -= c.gpus
+                    self.dra_pin[i] = n
+        self.node_gpu = np.maximum(node_gpu, 0.0)
+
+    def _dra_parts(self, i: int, kind: int, rows) -> dict[str, np.ndarray]:
+        """DRA checks of task ``i`` over nodes ``rows``: a claim needs a node whose ResourceSlices publish GPU devices
+        (the kube-scheduler DRA plugin allocates them; their number is in the node's GPUs) and its allocated shared
+        claim's node; a fractional / shared GPU request may not go to a node with DRA GPUs (KAI's
+        ``PredicateByNodeResourcesType``)."""
+        dra = self._dra_nodes[rows]
+        if self.dra_task[i]:
+            blocked = self.dra_blocked.get(i)
+            if blocked is not None:
+                return {blocked: np.zeros(dra.shape, dtype=bool)}
+            parts = {"DRA devices": dra}
+            pin = self.dra_pin.get(i)
+            if pin is not None:
+                parts["claim allocated"] = np.arange(self.nodes.n)[rows] == pin
+            return parts
+        if kind in (KIND_FRACTION, KIND_MEMORY):
+            return {"DRA-only node": ~dra}
+        return {}
+
+    def _dra_fits_node(self, i: int, n: int) -> bool:
+        """:meth:`_dra_parts` for one node (the plain-Python path of :meth:`_eval_node`)."""
+        if self.dra_task[i]:
+            return self._dra_node_l[n] and self.dra_pin.get(i, n) == n and i not in self.dra_blocked
+        return True  # _eval_node sees CPU-only and whole-GPU tasks only
+
     def _build_whole_slots(self, node_arr, on_node, releasing) -> None:
         ns = self.nodes
         whole = on_node & (self.kind == KIND_WHOLE)
@@ -305,9 +387,9 @@ class Session:
                     ns.slot_whole[n, s] = state
                     ns.slot_owner[n, s] = i
             elif state == SLOT_RELEASING:
-                anon_rel[n] += self.gpu[i]
+                anon_rel[n] += self.node_gpu[i]
             else:
-                anon_active[n] += self.gpu[i]
+                anon_active[n] += self.node_gpu[i]
         for need, state in ((anon_active, SLOT_ACTIVE), (anon_rel, SLOT_RELEASING)):
             if not need.any():
                 continue
@@ -490,7 +572,7 @@ class Session:
         """Non-shared node resources of a task: (whole GPUs, cpu, memory, pods). Do not modify."""
         vec = self._vec_cache.get(i)
         if vec is None:
-            vec = np.array([float(self.gpu[i]) if self.kind_list[i] == KIND_WHOLE else 0.0,
+            vec = np.array([float(self.node_gpu[i]) if self.kind_list[i] == KIND_WHOLE else 0.0,
                             float(self.cpu[i]), float(self.mem[i]), 1.0])
             self._vec_cache[i] = vec
         return vec
@@ -553,7 +635,7 @@ class Session:
             return list(self.indices[i])
         ns = self.nodes
         want = SLOT_RELEASING if status == "releasing" else SLOT_ACTIVE
-        cand = np.nonzero((ns.slot_owner[n] == ANONYMOUS) & (ns.slot_whole[n] == want))[0][: int(self.gpu[i])]
+        cand = np.nonzero((ns.slot_owner[n] == ANONYMOUS) & (ns.slot_whole[n] == want))[0][: int(self.node_gpu[i])]
         self.indices[i] = cand.tolist()
         return list(self.indices[i])
 
@@ -721,7 +803,7 @@ class Session:
             if self.config.placement.gpu == "binpack":  # gpusharingorder: 0 GPU memory fits every shared GPU
                 local = local + np.where(ns.shared_gpu_in_use(rows), scores.GPU_SHARING, 0.0)
         elif k == KIND_WHOLE:
-            need = float(self.gpu[i])
+            need = float(self.node_gpu[i])
             mig = self.mig_req.get(i)
             whole_free = self._whole_free(fT[GPU], rows)
             if mig is not None:  # MIG instances of its profiles (KAI: scalar resources), not whole devices
@@ -764,6 +846,10 @@ class Session:
             local = self._gpu_local(whole_free, ns.whole_gpus[rows])
             if self.config.placement.gpu == "binpack":
                 local = local + np.where(count > 0, scores.GPU_SHARING, 0.0)
+        dra_parts = self._dra_parts(i, k, rows) if self._dra_nodes is not None else {}
+        for ok in dra_parts.values():
+            fits = fits & ok
+            idle_fit = idle_fit & ok
         static, static_parts = self.predicates.static(i)
         dynamic = self.predicates.dynamic(i, rows) if self.predicates.is_dynamic(i) else {}
         if static is not None:
@@ -777,6 +863,7 @@ class Session:
                  "queue quota on node": cap_ok}
         for name, ok in static_parts.items():
             parts[name] = ok[rows]
+        parts.update(dra_parts)
         parts.update(dynamic)
         res = NodeFit(fits=fits, idle_fit=idle_fit, shared_fit=shared_fit, task_mem=task_mem, parts=parts)
         res.local = local
@@ -815,7 +902,7 @@ class Session:
             elif self._gpu_sharing_order and ns.slot_group[n] and ns.shared_gpu_in_use(n):
                 local += scores.GPU_SHARING
         else:
-            need = self._gpu_l[i]
+            need = self._node_gpu_l[i]
             mig = self.mig_req.get(i) if self.mig_req else None
             if self._mig_nodes:
                 f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])  # whole GPUs only
@@ -829,6 +916,8 @@ class Session:
             one = self._gpu_one
             local = (one(f0, self._node_gpus[n], self._max_gpus) if one is not None else
                      float(self._gpu_local(np.array([f0]), ns.whole_gpus[n:n + 1])[0]))
+        if fits and self._dra_nodes is not None:
+            fits = self._dra_fits_node(i, n)
         if fits and self.predicates_apply:
             static = self.predicates.static(i)[0]
             if static is not None and not static[n]:
@@ -941,8 +1030,9 @@ class Session:
                 or i in self.mig_req):
             return self.best_node(i, self.fit(i), allowed, bonus)
         static = self.predicates.static(i)[0]
-        key = (k, float(self.gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
-               None if static is None else id(static))
+        key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
+               None if static is None else id(static),
+               None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i), self.dra_blocked.get(i)))
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:
@@ -997,7 +1087,7 @@ class Session:
 
     def _place_whole(self, stmt, i: int, n: int, idle_ok: bool, pipeline_only: bool) -> bool:
         pipelined = pipeline_only or not idle_ok
-        indices = self.nodes.free_whole_slots(n, int(self.gpu[i]), pipelined) if self.kind_list[i] == KIND_WHOLE else []
+        indices = self.nodes.free_whole_slots(n, int(self.node_gpu[i]), pipelined) if self.kind_list[i] == KIND_WHOLE else []
         if not pipelined:
             stmt.allocate(i, n, indices=indices)
         else:

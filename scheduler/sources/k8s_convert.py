@@ -58,6 +58,7 @@ from ..snapshot_io import (_Collector, cross_check_problems, job_checked, job_pl
                            queue_checked, validate)
 from .k8s_parse import BadField, duration, gpu_memory_label_mib, integer, number, quantity, timestamp
 from .k8s_constraints import host_ports, node_readiness, node_taints, pod_constraints, selector_label_keys
+from .k8s_dra import ClaimIndex, node_dra_gpus
 from .k8s_topology import convert_topology, level_labels, topology_constraint
 from .kai_export import gpu_index_of_uuid
 from .warnings import SourceWarning
@@ -111,6 +112,10 @@ class RawObjects:
     bindrequests: list = field(default_factory=list)
     configmaps: list = field(default_factory=list)
     topologies: list = field(default_factory=list)
+    resourceclaims: list = field(default_factory=list)
+    """DRA ResourceClaims (resource.k8s.io/v1): pods' GPU claims."""
+    resourceslices: list = field(default_factory=list)
+    """DRA ResourceSlices: the GPU devices each node publishes."""
 
 
 @dataclass
@@ -747,6 +752,7 @@ class IncrementalConverter:
         self._groups: dict[tuple[str, str], _Group] = {}
         self._group_warnings: list[SourceWarning] = []
         self._binds: dict[str, dict] = {}
+        self._claims: Optional[ClaimIndex] = None
         self._reserved: dict[tuple[str, str], int] = {}
         self._members: dict[tuple[str, str], dict[str, _Entry]] = {}
         self._order: list[tuple[str, str]] = []  # job keys with members, sorted
@@ -934,6 +940,13 @@ class IncrementalConverter:
             self._node_raw_labels[node.name] = _dict(e.obj, "metadata", "labels")
         old_templates = self._node_templates
         changed_nodes = {n for n, t in templates.items() if old_templates.get(n) is not t}
+        dra_gpus = node_dra_gpus(_v for _, _v in _keyed(get("resourceslices")))
+        for n, t in templates.items():  # DRA devices join the node's GPUs (KAI populateDRAGPUs); idempotent per template
+            want = dra_gpus.get(n, 0)
+            if t.dra_gpus != want:
+                t.gpus += want - t.dra_gpus
+                t.dra_gpus = want
+                changed_nodes.add(n)
         changed_nodes.update(n for n in old_templates if n not in templates)
         self._node_templates = templates
 
@@ -995,6 +1008,10 @@ class IncrementalConverter:
                 or pcs_signature != getattr(self, "_built_pcs", None))
         self._inputs_signature, self._built_pcs = signature, pcs_signature
         dirty: set[tuple[str, str]] = set(changed_groups)
+        claims = ClaimIndex(_v for _, _v in _keyed(get("resourceclaims")))
+        if claims.signature != getattr(self._claims, "signature", None):
+            dirty.update(self._members)  # claims are few and change rarely: rebuild every job's pods
+        self._claims = claims
         self._new_keys: list[tuple[str, str]] = []
         for e in dropped_p:
             self._unindex_pod(e, dirty)
@@ -1304,7 +1321,7 @@ class IncrementalConverter:
         if len(pods) > 1:
             pods.sort(key=_name_of)
         for pod in pods:
-            task = _pod_task(pod, binds.get(pod.key), group, nodes, reserved, warn)
+            task = _pod_task(pod, binds.get(pod.key), group, nodes, reserved, warn, self._claims)
             if task is not None:
                 tasks.append(task)
         r.warnings = warn.items
@@ -1388,7 +1405,8 @@ def _standalone_group(pod: _Pod, job_name: str, pcs: PriorityClasses, queue_labe
 
 
 def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, Node],
-              reserved: dict[tuple[str, str], int], warn: _Warnings) -> Optional[Task]:
+              reserved: dict[tuple[str, str], int], warn: _Warnings,
+              claims: Optional[ClaimIndex] = None) -> Optional[Task]:
     try:
         status = _task_status(pod, bind)
         if status in (None, "gated", "unknown"):
@@ -1423,6 +1441,13 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
                 uid=uid if isinstance(uid, str) and uid else None)
     if not pod.requests.get(GPU_RESOURCE) and gpu_mem is None:  # MIG instances only: placed per profile
         task.mig = mig_requested(pod.requests)
+    dra = claims.pod_claims(pod.obj) if claims is not None else []
+    if dra and (task.gpu or task.gpu_memory_mib is not None or task.mig):
+        warn.add("Pod", pod.ns, pod.name, "spec.resourceClaims",
+                 "GPUs from both the device plugin and DRA claims: the claims are left out")
+    elif dra:
+        task.dra_claims = dra
+        task.gpu = float(sum(c.gpus for c in dra))
     sg = pod.labels.get(LABEL_SUBGROUP)
     if sg:
         if sg in group.subgroup_names:

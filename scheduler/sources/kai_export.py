@@ -190,12 +190,13 @@ def node_object(n: Node, time: float) -> dict:
     """A Node as the API returns it (allocatable, GPU feature-discovery labels, conditions, taints)."""
     labels = {"kubernetes.io/hostname": n.name, **n.labels}
     alloc = {"cpu": _millis(n.cpu_millis), "memory": _bytes(n.memory_bytes), "pods": str(n.pods)}
-    if n.gpus:
-        whole = n.gpus - mig_gpu_total(n.mig)  # MIG instances are their own resources
+    device_plugin = n.gpus - n.dra_gpus  # DRA devices are published in ResourceSlices (kai_export_dra)
+    if device_plugin:
+        whole = device_plugin - mig_gpu_total(n.mig)  # MIG instances are their own resources
         alloc["nvidia.com/gpu"] = str(whole)
         for prof, count in sorted(n.mig.items()):
             alloc[f"nvidia.com/mig-{prof}"] = str(count)
-        labels["nvidia.com/gpu.count"] = str(n.gpus)
+        labels["nvidia.com/gpu.count"] = str(device_plugin)
         labels["nvidia.com/gpu.present"] = "true"
         if has_gpu_memory_value(n.gpu_memory_mib):  # KAI's 100 MiB default stands for "no label"
             labels["nvidia.com/gpu.memory"] = str(int(n.gpu_memory_mib))
@@ -400,7 +401,7 @@ def _requests(t: Task) -> tuple[dict, dict]:
     if t.mig:
         for prof, count in sorted(t.mig.items()):
             requests[f"nvidia.com/mig-{prof}"] = limits[f"nvidia.com/mig-{prof}"] = str(count)
-    elif t.gpu_memory_mib is None and t.gpu >= 1:
+    elif t.gpu_memory_mib is None and t.gpu >= 1 and not t.dra_claims:  # claims ask for DRA devices
         requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = str(int(t.gpu))
     return requests, limits
 
@@ -566,6 +567,7 @@ def export_kai_document(snap: Snapshot) -> dict:
     binds: list[dict] = []
     config_maps: list[dict] = []
     nodes = snap.node_map()
+    dra_pods: dict[str, dict] = {}
     groups: dict[tuple[str, str], Optional[int]] = {}
     for job in snap.jobs:
         ns = job.namespace or DEFAULT_NAMESPACE
@@ -574,6 +576,8 @@ def export_kai_document(snap: Snapshot) -> dict:
         for t in job.tasks:
             pod = pod_object(job, t, ns, task_uids(t.name, t.uid), time)
             pods.append(pod)
+            if t.dra_claims:
+                dra_pods[t.name] = pod
             if t.status == "binding":
                 binds.append(bind_request_object(t, pod))
             if t.is_fractional and t.status in ("running", "releasing") and t.node:
@@ -591,6 +595,8 @@ def export_kai_document(snap: Snapshot) -> dict:
         ns = ns or DEFAULT_NAMESPACE
         config_maps.append({"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": _meta(name, ns, str(uuid.uuid5(_UUID_NS, f"cm/{ns}/{name}")), time)})
+    from .kai_export_dra import add_claims, slice_objects  # it builds on this module's object helpers
+    claims, device_classes = add_claims(snap, dra_pods, time)
     values = sorted({j.priority for j in snap.jobs} | set(KAI_PRIORITY_CLASSES))
     pool_labelled = any(NODE_POOL_LABEL in n.labels for n in snap.nodes)
     raw = {"pods": pods, "nodes": [node_object(n, time) for n in snap.nodes],
@@ -598,8 +604,8 @@ def export_kai_document(snap: Snapshot) -> dict:
            "podGroups": pod_groups, "bindRequests": binds,
            "priorityClasses": [priority_class_object(v) for v in values],
            "configMaps": config_maps, "persistentVolumes": [], "persistentVolumeClaims": [],
-           "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [], "resourceClaims": [],
-           "resourceSlices": [], "deviceClasses": [], "topologies": [topology_object(t, time) for t in snap.topologies],
+           "csiStorageCapacities": [], "storageClasses": [], "csiDrivers": [], "resourceClaims": claims,
+           "resourceSlices": slice_objects(snap, time), "deviceClasses": device_classes, "topologies": [topology_object(t, time) for t in snap.topologies],
            "nodeResourceTopologies": []}
     # kaidash schedules every node together; KAI's default shard skips nodes carrying the node-pool label, so a
     # snapshot that uses the label is exported without node-pool partitioning.

@@ -41,8 +41,9 @@ from .warnings import SourceWarning
 MEMBER = "snapshot.json"
 RAW_KEYS = {"nodes": "nodes", "pods": "pods", "queues": "queues", "podGroups": "podgroups",
             "priorityClasses": "priorityclasses", "bindRequests": "bindrequests", "configMaps": "configmaps",
-            "topologies": "topologies"}
-"""``rawObjects`` keys kaidash reads → :class:`RawObjects` fields; the others (storage, DRA) are ignored."""
+            "topologies": "topologies", "resourceClaims": "resourceclaims", "resourceSlices": "resourceslices"}
+"""``rawObjects`` keys kaidash reads → :class:`RawObjects` fields; the others (storage, DeviceClasses: KAI tells a
+GPU class by its name) are ignored."""
 
 NS_PER_S = 1e9
 

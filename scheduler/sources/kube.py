@@ -85,6 +85,9 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("bindrequests", "bindrequests.scheduling.run.ai",
                  _custom("scheduling.run.ai", "v1alpha2", "bindrequests")),
     ResourceType("topologies", "topologies.kai.scheduler", _custom("kai.scheduler", "v1alpha1", "topologies")),
+    # DRA (built in since Kubernetes 1.34; absent on older clusters): pods' GPU claims and nodes' GPU devices
+    ResourceType("resourceclaims", "resourceclaims.resource.k8s.io", _custom("resource.k8s.io", "v1", "resourceclaims")),
+    ResourceType("resourceslices", "resourceslices.resource.k8s.io", _custom("resource.k8s.io", "v1", "resourceslices")),
 )
 """Everything kube mode reads; the shipped RBAC grants get/list/watch on exactly these."""
 
