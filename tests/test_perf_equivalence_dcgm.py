@@ -1,6 +1,11 @@
 """The faster per-GPU DCGM frame is identical to the one it replaced: every column, row and value of
 ``build_gpu_frame`` on the fixed inputs of ``tests/perf_equivalence_dcgm_scenario.py`` equals the "before"
-output stored in ``tests/fixtures/perf_equivalence/dcgm/`` (written by the old code, never regenerated)."""
+output stored in ``tests/fixtures/perf_equivalence/dcgm/``. The fixtures were written by the code before the
+faster frame, then re-written once, on purpose, by issue 20's device attribution: it adds ``device_source``,
+``holder_unknown`` and ``evidence`` and no longer invents a device for a whole-GPU pod that no evidence places
+(``odd-0`` in the ``exclusive`` cases is now a ``gpu_index = -1`` row, "held, device unknown", so the GPU it was
+drawn on credits its measured memory to its one known pod: 12,347 MiB instead of a third of it). Every other
+column and row was checked equal to the old fixtures before re-writing. Regenerate only for an intended change."""
 
 import pytest
 
