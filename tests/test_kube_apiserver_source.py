@@ -195,8 +195,10 @@ def test_api_server_restart_goes_stale_then_recovers_every_resource(kai_cluster,
     k8s.CoreV1Api(api).create_namespaced_pod("restart", obj)
     try:
         wait_for(lambda: "restart/pg-after" in live.snapshot().job_map(), 60, "an event after the restart")
+        # every watch reconnects on its own back-off (and the liveness probe may mark a slow answer stale on a
+        # loaded machine): wait for all of them rather than expect them back with the first event
+        wait_for(lambda: live.status().healthy, 60, "every resource ok again")
         status = live.status()
-        assert status.healthy, str(status)
         assert all(r.reconnects >= 1 for r in status.resources.values()), status.to_dict()
     finally:
         k8s.CoreV1Api(api).delete_namespaced_pod("after-restart-0", "restart", grace_period_seconds=0)
