@@ -323,10 +323,13 @@ class Solver:
             stmt.evict(i, self.action, preemptor=preemptor)
         placed = False
         pending = list(sc.pending)
-        if self._alone_decides(pending) and not self._fits_alone(pending, allowed):
-            stmt.discard()
-            return None
+        checked = False
         for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._pending):
+            if not placed and not checked and jj != j:   # another job goes before the preemptor
+                checked = True
+                if self._alone_decides(pending) and not self._fits_alone(pending, allowed):
+                    stmt.discard()
+                    return None
             ok = allocate_job_sim(s, stmt, jj, pending if jj == j else None, allowed)
             if jj == j:
                 if not ok:
