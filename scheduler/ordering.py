@@ -69,16 +69,33 @@ def queue_key(session, q: int, job_resources) -> tuple:
         consts = (qs.fair_share, qs.fair_share.tolist(), qs.deserved.tolist(), qs.allocatable.tolist(),
                   qs.total.tolist(), qs.allocatable, (-qs.priority).tolist())
         qs._order_consts = consts
+        qs._order_memo = {}
+    # The key is a pure function of the queue's Allocated row and the job's resources while the constants above
+    # hold: eviction searches roll back to the same states scenario after scenario, so most keys repeat.
+    memo = qs._order_memo
+    row = qs.allocated[q]
+    mkey = (q, row.tobytes(),
+            job_resources.tobytes() if isinstance(job_resources, np.ndarray) else tuple(job_resources))
+    hit = memo.get(mkey)
+    if hit is not None:
+        return hit
+    if len(memo) >= _MEMO_LIMIT:
+        memo.clear()
     _, fair_l, des_l, alloc_l, total, _, prio = consts
-    alloc = qs.allocated[q].tolist()
+    alloc = row.tolist()
     fair, deserved, allocatable = fair_l[q], des_l[q], alloc_l[q]
     job = job_resources.tolist() if hasattr(job_resources, "tolist") else list(job_resources)
     over = fair[0] < alloc[0] and fair[1] < alloc[1] and fair[2] < alloc[2]
     with_job = [alloc[0] + job[0], alloc[1] + job[1], alloc[2] + job[2]]
     starved = _le(with_job[0], deserved[0]) and _le(with_job[1], deserved[1]) and _le(with_job[2], deserved[2])
     violation = any(allocatable[r] == 0 and with_job[r] > 0 for r in range(3))
-    return (over, not starved, prio[q], violation,
-            dominant_resource_share(with_job, allocatable, total), dominant_resource_share(alloc, allocatable, total))
+    key = memo[mkey] = (over, not starved, prio[q], violation, dominant_resource_share(with_job, allocatable, total),
+                        dominant_resource_share(alloc, allocatable, total))
+    return key
+
+
+_MEMO_LIMIT = 200_000
+"""Queue keys kept per session before the memo starts over (bounds memory on long searches)."""
 
 
 def _allocatable_less(a: np.ndarray, b: np.ndarray) -> bool:

@@ -299,7 +299,16 @@ class _Candidates:
             return {}
         mask = self._masks.get(rq)
         if mask is None or mask[0] != f.version:
-            mask = self._masks[rq] = (f.version, f.base_candidates() & ~self.protected(rq))
+            changed = None if mask is None else f.refreshed_since(mask[0])
+            if changed is None or len(changed) > 64:
+                mask = (f.version, f.base_candidates() & ~self.protected(rq))
+            else:  # after a commit: only the refreshed jobs' entries can differ (a copy: older queues keep theirs)
+                arr = mask[1].copy()
+                prot = self.protected(rq)
+                for jj in changed:
+                    arr[jj] = f.preemptible[jj] and f.active[jj] > 0 and f.queue_ok[jj] and not prot[jj]
+                mask = (f.version, arr)
+            self._masks[rq] = mask
         return {q: (f.leaf_order(q), mask[1]) for q in ok}
 
 

@@ -99,14 +99,16 @@ class PendingJobs:
 
 class _Leaf:
     """A leaf queue's jobs in job order (a total order, so a sorted sequence pops as KAI's heap does): the
-    scenario's jobs (``mine``), merged with the pre-sorted pending jobs of the leaf that are not among them."""
+    scenario's jobs (``mine``), merged with the pre-sorted pending jobs of the leaf that are not among them.
+    The head is cached between pushes and pops: the job order reads it at every comparison."""
 
-    __slots__ = ("mine", "mine_keys", "rest", "rest_keys", "pos", "skip")
+    __slots__ = ("mine", "mine_keys", "rest", "rest_keys", "pos", "skip", "_head", "_items")
 
     def __init__(self, mine_keys: dict, rest: list, rest_keys: dict, skip: set):
         self.mine: list = []
         self.mine_keys, self.rest, self.rest_keys, self.skip = mine_keys, rest, rest_keys, skip
         self.pos = 0
+        self._head = self._items = None
 
     def _rest_head(self):
         rest, skip = self.rest, self.skip
@@ -117,14 +119,16 @@ class _Leaf:
     def push(self, j: int) -> None:
         self.mine.append(j)
         self.mine.sort(key=self.mine_keys.__getitem__)
+        self._items = None
 
     def peek(self):
-        r = self._rest_head()
-        if not self.mine:
-            return r
-        if r is None or self.mine_keys[self.mine[0]] < self.rest_keys[r]:
-            return self.mine[0]
-        return r
+        if self._items is None:
+            r = self._rest_head()
+            if self.mine and (r is None or self.mine_keys[self.mine[0]] < self.rest_keys[r]):
+                r = self.mine[0]
+            self._head = r
+            self._items = [] if r is None else [(None, r)]
+        return self._head
 
     def pop(self):
         """``(key, job)`` of the next job, as :class:`~scheduler.ordering.JobsOrderByQueues` pops its leaves."""
@@ -133,13 +137,15 @@ class _Leaf:
             self.mine.pop(0)
         else:
             self.pos += 1
+        self._items = None
         return None, j
 
     @property
     def items(self) -> list:
         """What the job order reads of a leaf: ``[(key, top job)]``, empty when the leaf is."""
-        j = self.peek()
-        return [] if j is None else [(None, j)]
+        if self._items is None:
+            self.peek()
+        return self._items
 
     def __len__(self) -> int:
         return len(self.mine) + (1 if self._rest_head() is not None else 0)
@@ -268,7 +274,7 @@ def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]
         tasks = sim_tasks_to_allocate(session, j)
     if not tasks:
         return False
-    if not _may_fit(session, tasks):
+    if not may_fit(session, tasks):
         return False  # no node has the GPUs: fails like the node search below would, without side effects
     if session.job_over_capacity(j, tasks) is not None:
         return False
@@ -289,7 +295,7 @@ def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]
     return False
 
 
-def _may_fit(session, tasks: list[int]) -> bool:
+def may_fit(session, tasks: list[int]) -> bool:
     """Necessary condition for whole-GPU tasks: some ready node has that many idle + releasing GPUs."""
     need = 0.0
     for i in tasks:
@@ -312,5 +318,6 @@ def gang_satisfied(session, j: int) -> bool:
     return all(sum(1 for i in ps.tasks if st[i] in OCCUPIES_NODE) >= ps.min_available for ps in session.podsets(j))
 
 
-__all__ = ["sim_tasks_to_allocate", "sim_job_resources", "sim_job_order", "PendingJobs", "allocate_job_sim", "active_used",
+__all__ = ["sim_tasks_to_allocate", "sim_job_resources", "sim_job_order", "PendingJobs", "allocate_job_sim", "may_fit",
+           "active_used",
            "gang_satisfied"]

@@ -35,11 +35,11 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..decisions import EvictionScenario
-from ..session import KIND_NONE, Statement
+from ..session import KIND_NONE, KIND_WHOLE, Statement
 from .budgets import ActionBudget, Budget, JobBudget
 from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_masks, greedy_fits
 from .packing import capacity_with, may_place, task_classes, victim_delta
-from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, sim_job_order,
+from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, may_fit, sim_job_order,
                          sim_tasks_to_allocate)
 from .victims import Batch, VictimQueue, raw_gpu_capacity
 
@@ -323,7 +323,13 @@ class Solver:
             stmt.evict(i, self.action, preemptor=preemptor)
         placed = False
         pending = list(sc.pending)
+        checked = False
         for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._pending):
+            if not placed and not checked and jj != j:   # another job goes before the preemptor
+                checked = True
+                if self._alone_decides(pending) and not self._fits_alone(pending, allowed):
+                    stmt.discard()
+                    return None
             ok = allocate_job_sim(s, stmt, jj, pending if jj == j else None, allowed)
             if jj == j:
                 if not ok:
@@ -340,6 +346,32 @@ class Solver:
                         restored=[i for i in victim_tasks if st[i] in ("running", "binding")],
                         first_eviction=first, scenario=sc, preemptor=j, pending=self._pending,
                         victim_nodes=victim_nodes)
+
+    def _alone_decides(self, pending: list[int]) -> bool:
+        """Whether the preemptor's placement can only get harder as the simulation places other jobs before it:
+        one task, whole GPUs or none (no shared GPU, MIG or DRA device to pick), no pod (anti-)affinity or host
+        port, no topology constraint. Every job placed before it then only takes node resources (idle,
+        releasing) and queue quota, so a preemptor that fits nowhere right after the evictions fails the
+        scenario whatever the job order does (KAI's simulation, with the same outcome)."""
+        if len(pending) != 1:
+            return False
+        s = self.s
+        i = pending[0]
+        if s.kind_list[i] > KIND_WHOLE or i in s.mig_req or s.predicates.is_dynamic(i):
+            return False
+        if s._dra_nodes is not None:
+            return False
+        c = s.jobs[self._j].job.topology
+        return c is None or not c.topology
+
+    def _fits_alone(self, pending: list[int], allowed: np.ndarray) -> bool:
+        """Whether the preemptor's task would be placed right after the evictions (what
+        :func:`.simulation.allocate_job_sim` checks, without placing it): a failure fails the scenario (see
+        :meth:`_alone_decides`) without placing the victims first."""
+        s = self.s
+        if not may_fit(s, pending) or s.job_over_capacity(self._j, pending) is not None:
+            return False
+        return s.best_node(pending[0], allowed=allowed) >= 0
 
     # ------------------------------------------------------------------ nodes and jobs
 

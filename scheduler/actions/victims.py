@@ -103,6 +103,7 @@ class JobFacts:
         self._leaf_order: dict[int, np.ndarray] = {}
         self._state = self._elastic_states(np.arange(J)) if J else np.zeros(0, np.int64)
         self.version = 0
+        self._refreshed: list[list[int]] = []   # the jobs of each refresh, in order (version = its length)
 
     def _elastic_states(self, js: np.ndarray) -> np.ndarray:
         """KAI elastic job-order state per job: 0 below min_available, 1 at, 2 above."""
@@ -118,7 +119,9 @@ class JobFacts:
         when next needed. ``version`` counts the refreshes (masks derived from these columns follow it)."""
         s = self.s
         self.version += 1
-        for j in set(jobs):
+        jobs = set(jobs)
+        self._refreshed.append(list(jobs))
+        for j in jobs:
             a, b = s.job_start[j], s.job_start[j + 1]
             act = sum(1 for st in s.status[a:b] if st in ACTIVE_ALLOCATED)
             self.active[j] = act
@@ -131,6 +134,10 @@ class JobFacts:
                 self._state[j] = state
                 if self.active[j] > 0:  # inactive jobs are no candidates: their place does not matter
                     self._leaf_order.pop(int(self.queue[j]), None)
+
+    def refreshed_since(self, version: int) -> list[int]:
+        """The jobs refreshed after ``version`` (with repeats): the only ones whose ``active`` count changed."""
+        return [j for jobs in self._refreshed[version:] for j in jobs]
 
     def base_candidates(self) -> np.ndarray:
         """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue.

@@ -70,11 +70,12 @@ class QueueState:
     def add(self, q: int, amount: np.ndarray, non_preemptible: bool, sign: float = 1.0) -> None:
         """Add (``sign=-1``: subtract) ``amount`` to the queue and every ancestor."""
         version = self.version
+        delta = sign * amount
         for a in self.chains[q]:
-            self.allocated[a] += sign * amount
+            self.allocated[a] += delta
             version[a] += 1
             if non_preemptible:
-                self.allocated_np[a] += sign * amount
+                self.allocated_np[a] += delta
 
     # ------------------------------------------------------------------ capacity checks (§c.2)
 

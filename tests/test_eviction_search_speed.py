@@ -1,0 +1,79 @@
+"""Speed-ups of the eviction search that must not change a decision: the preemptor-alone pre-check of a scenario
+(scheduler/actions/solver.py ``Solver._fits_alone``) and the queue-order key memo (scheduler/ordering.py)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bench.kai_diff import DEFAULT_ACTIONS, write_zip
+from bench.kai_diff_gen import generate_document
+from scheduler.actions import solver as solver_mod
+from scheduler.decisions import eviction_notes
+from scheduler.engine import run_session
+from scheduler.ordering import queue_key
+from scheduler.sources.kai_snapshot import import_kai_snapshot
+
+from tests._engine_helpers import session_from_yaml
+
+NOW = 1_780_000_000.0
+
+
+def _decisions(snap) -> str:
+    result = run_session(snap)
+    contract = result.to_contract()
+    contract.pop("timings_ms", None)
+    contract.pop("meta", None)
+    return json.dumps({"contract": contract, "notes": eviction_notes(result)}, sort_keys=True, default=str)
+
+
+@pytest.mark.parametrize("seed", [21, 108, 154])
+def test_preemptor_alone_precheck_keeps_every_decision(seed, tmp_path, monkeypatch):
+    """Random clusters under KAI's default actions whose searches reject scenarios by the pre-check: the same
+    decisions (allocations, evictions, explanations) as simulating every scenario in full. On seed 108 a pre-check
+    that rejected every scenario would change them."""
+    path = tmp_path / f"seed-{seed}.zip"
+    write_zip(generate_document(seed, NOW, DEFAULT_ACTIONS), path)
+    snap = import_kai_snapshot(str(path)).snapshot
+
+    rejected = []
+    fits_alone = solver_mod.Solver._fits_alone
+
+    def counting(self, pending, allowed):
+        ok = fits_alone(self, pending, allowed)
+        rejected.append(not ok)
+        return ok
+
+    monkeypatch.setattr(solver_mod.Solver, "_fits_alone", counting)
+    fast = _decisions(snap)
+    assert any(rejected), "the pre-check never rejected a scenario on this cluster: the test compares nothing"
+
+    monkeypatch.setattr(solver_mod.Solver, "_alone_decides", lambda self, pending: False)
+    assert _decisions(snap) == fast
+
+
+QUEUES = """
+nodes:
+  - {name: n1, gpus: 8, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
+queues:
+  - {name: a, gpu: {quota: 4}, cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: b, gpu: {quota: 6}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - {name: r, queue: a, tasks: [{name: r-0, gpu: 1, status: running, node: n1}]}
+"""
+
+
+def test_queue_key_memo_follows_the_queues_allocated():
+    """The memoised key is recomputed when the queue's Allocated changes, and equals a fresh computation."""
+    s = session_from_yaml(QUEUES)
+    qs = s.queues
+    a = qs.names.index("a")
+    job = np.array([2.0, 1000.0, 2**30])
+    before = queue_key(s, a, job)
+    assert queue_key(s, a, job) is before                   # memo hit
+    qs.add(a, np.array([2.0, 0.0, 0.0]), False)               # 3 GPUs: with the job, over its quota of 4
+    after = queue_key(s, a, job)
+    assert after != before and after[1] and not before[1]
+    qs._order_memo.clear()
+    assert queue_key(s, a, job) == after
+    assert queue_key(s, a, [2.0, 1000.0, 2**30]) == after     # a list request reads the same key
