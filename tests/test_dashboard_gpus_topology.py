@@ -79,11 +79,14 @@ def test_view_draws_mig_instances_and_labels_mig_nodes(state):
     widths = [round(b - a) for a, b in zip(mig["x0"], mig["x1"])]
     assert sorted(set(widths)) == [1, 2, 3, 7]
     labels = list(view.sources["labels"].data["text"])
-    assert any(t.startswith("a100-mig-000 · MIG 1g.10gb×7") for t in labels)
+    assert "a100-mig-000 · MIG 1g×7" in labels and "a100-mig-002 · MIG 2g×3 1g×1" in labels
     dev = view.sources["devices"].data
     cells = {(n, g): m for n, g, m in zip(dev["node"], dev["gpu"], dev["mig"])}
     assert cells[("a100-mig-001", 5)].startswith("3g.40gb (instance 2")
     assert cells[("a100-mig-001", 6)] == ""          # the node's whole GPUs beside its instances
+    assert "a cell is one GPU-equivalent" in view.summary.object
+    view.pool.value = "h100-nv"
+    assert not len(view.sources["mig"].data["x0"]) and "GPU-equivalent" not in view.summary.object
 
 
 def test_view_marks_dra_pods_in_hover_and_slice_table(state):

@@ -128,7 +128,7 @@ def _node_label(node: str, domains: dict, mig: pd.DataFrame, unknown: dict) -> s
     text = f"{domains[node]} · {node}" if node in domains else node
     if len(mig) and (mig["node"] == node).any():
         counts = mig[mig["node"] == node]["profile"].value_counts(sort=False)
-        text += " · MIG " + " ".join(f"{p}×{c}" for p, c in counts.items())
+        text += " · MIG " + " ".join(f"{p.split('.')[0]}×{c}" for p, c in counts.items())   # full names: hover
     if node in unknown:
         text += f" · {unknown[node].split(':')[0]}"
     return text
@@ -437,7 +437,10 @@ class GpusView(View):
             f'translucent with a dashed edge = releasing or pipelined; red edge and ! = a pod over its memory share '
             f'(OOM risk); amber dashed edge and z = allocated but idle; '
             f'<span style="color:{WOULD}">blue dashed outline</span> = KAI would bind there next cycle (around a GPU when its device is known, else around the node; '
-            f'{len(layers["overlay"]["x0"])} on this page; not yet the cluster); click a GPU for its node.</div>')
+            f'{len(layers["overlay"]["x0"])} on this page; not yet the cluster); click a GPU for its node.'
+            + (' On MIG nodes a cell is one GPU-equivalent as KAI counts them: a white outline is one MIG instance '
+               '(a 3g.40gb spans 3 cells), cells outside the outlines are whole GPUs.'
+               if len(layers["mig"]["x0"]) else '') + '</div>')
         self.alt.object = (f'<div class="kd-sr" role="img" aria-label="GPU grid">GPU grid: {len(gpus)} GPUs on '
                            f'{len(nodes)} nodes, {int(gpus["allocated"].gt(0).sum()) if len(gpus) else 0} with an '
                            f'allocation, {n_over} over-share and {n_idle} idle-allocated cluster-wide. The button '
