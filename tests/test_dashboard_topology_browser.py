@@ -44,6 +44,8 @@ def _open(browser, server, size):
     page.on("request", lambda r: requests.append(r.url))
     page.goto(f"{server.url}?view=gpus", wait_until="networkidle", timeout=90_000)
     page.wait_for_selector('[data-view="gpus"]', timeout=60_000)
+    page.get_by_text("node(s) match").wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)       # the first render lands before a person's first click
     return page, errors, requests
 
 
@@ -68,11 +70,13 @@ def test_group_by_rack_and_mig_pool_render(served, browser, size):
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"gpus-topology-rack-{size[0]}x{size[1]}.png"))
         _select(page, "Group by", "none")
+        grouped.wait_for(state="detached", timeout=60_000)     # a person's pace: one change lands, then the next
+        page.wait_for_timeout(1000)
         _select(page, "Node pool", "a100-mig")
         page.get_by_text("4 node(s) match").wait_for(timeout=60_000)
         page.wait_for_timeout(1500)
         page.screenshot(path=str(SHOTS / f"gpus-mig-{size[0]}x{size[1]}.png"))
-        assert errors == []
+        assert errors == [], errors
         assert [u for u in requests if "127.0.0.1" not in u and not u.startswith(("data:", "blob:"))] == []
     finally:
         page.close()
