@@ -105,3 +105,12 @@ def test_view_marks_dra_pods_in_hover_and_slice_table(state):
     view.pool.value = ""
     view.selection.node = "h100-nv-000"
     assert set(view.node_table.value["dra"]) == {""}
+
+
+def test_settings_view_offers_demo_extensions_and_shows_the_flag(state):
+    from dashboard.views.settings import SettingsView
+
+    view = SettingsView(state)
+    assert "--demo-extensions" not in view.command_line()
+    view.options.demo_extensions = True
+    assert view.command_line().startswith("kaidash serve --seed") and "--demo-extensions" in view.command_line()
