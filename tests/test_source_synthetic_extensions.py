@@ -96,3 +96,19 @@ def test_demo_extensions_option_from_flag_and_env():
     assert SourceOptions.from_env(o.to_env()).demo_extensions is True
     assert SourceOptions.from_args([]).demo_extensions is False
     assert SourceOptions.from_env({"KAIDASH_DEMO_EXTENSIONS": "False"}).demo_extensions is False
+
+
+def test_the_live_demo_with_extensions_ticks_and_keeps_its_pools():
+    from dashboard.loop import LiveLoop
+
+    loop = LiveLoop(SourceOptions(source="sim", nodes=16, seed=3, sim_step_s=600, demo_extensions=True))
+    try:
+        for _ in range(4):
+            tick = loop.step()
+        snap = tick.snapshot
+        assert [t.name for t in snap.topologies] == ["dc-net"]
+        assert {n.pool for n in snap.nodes} >= {"h100-nv", "a100-mig", "gb200-dra"}
+        assert any(t.is_dra for _, t in snap.iter_tasks()) and any(t.mig for _, t in snap.iter_tasks())
+        assert snap.time > generate_scenario(seed=3, nodes=16).snapshot.time      # it did move on
+    finally:
+        loop.stop()
