@@ -9,7 +9,7 @@ import pytest
 from scheduler.snapshot_io import save_snapshot
 from scheduler.sources.synthetic import generate_scenario
 
-from test_dashboard_browser import CHROMIUM, SHOTS, Server
+from test_dashboard_browser import SHOTS, Server, browser  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -25,15 +25,6 @@ def served(tmp_path_factory):
     server = Server("--snapshot", str(path), "--data-dir", str(path.parent))
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM,
-                              args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        yield b
-        b.close()
 
 
 def _open(browser, server, size):
