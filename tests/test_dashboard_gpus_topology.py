@@ -114,3 +114,16 @@ def test_settings_view_offers_demo_extensions_and_shows_the_flag(state):
     assert "--demo-extensions" not in view.command_line()
     view.options.demo_extensions = True
     assert view.command_line().startswith("kaidash serve --seed") and "--demo-extensions" in view.command_line()
+
+
+def test_topology_html_says_whether_the_best_domain_has_room():
+    import pandas as pd
+
+    from dashboard.views.gpus import topology_html
+
+    gangs = pd.DataFrame([["q/a", "q", "rack", 8.0, "r1", 8, True], ["q/b", "q", "rack", 16.0, "r1", 8, False],
+                          ["q/c", "q", "zone", 4.0, "", 0, False]], columns=F.GANG_COLUMNS)
+    text = topology_html(pd.DataFrame(columns=F.TOPOLOGY_COLUMNS), gangs, "")
+    assert "<b>q/a</b> needs 8 GPUs in one rack: best rack <b>r1</b> (8 free): enough free GPUs there" in text
+    assert "no rack with 16 free GPUs; largest 8" in text
+    assert "no node carries the zone label" in text and "Grouped by" not in text

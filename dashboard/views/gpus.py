@@ -499,7 +499,7 @@ def topology_html(domains: pd.DataFrame, gangs: pd.DataFrame, level: str) -> str
         parts.append(f'<div class="kd-muted">Grouped by {html.escape(level)} (nodes labelled with it): {items}</div>')
     for r in gangs.itertuples():
         if r.best_domain:
-            verdict = ("fits there" if r.fits else
+            verdict = ("enough free GPUs there" if r.fits else
                        f"no {html.escape(r.level)} with {r.gpus:g} free GPUs; largest {r.best_free}")
             where = f"best {html.escape(r.level)} <b>{html.escape(r.best_domain)}</b> ({r.best_free} free): {verdict}"
         else:
