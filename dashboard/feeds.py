@@ -206,7 +206,7 @@ def make_feed(options: SourceOptions) -> Feed:
     except ImportError as exc:
         raise SourceError(f"the synthetic scenario generator is not available ({exc}); "
                           "start with --snapshot FILE instead") from exc
-    scenario = generate_scenario(seed=options.seed, nodes=options.nodes)
+    scenario = generate_scenario(seed=options.seed, nodes=options.nodes, extensions=options.demo_extensions)
 
     def refill(k: int) -> list:
         more = generate_scenario(seed=options.seed + k, nodes=options.nodes)

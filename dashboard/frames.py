@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from scheduler.decisions import ScheduleResult, eviction_notes
-from scheduler.model import ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task
+from scheduler.model import ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task, mig_gpus
 
 EPS = 1e-6
 IDLE_UTIL_PCT = 5.0
@@ -249,9 +249,11 @@ def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional
 # -------------------------------------------------------------------------------------------------- GPUs
 
 SLICE_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "task", "job", "queue", "status", "share", "offset",
-                 "gpu_memory_mib", "memory_share_mib", "memory_used_mib", "gpu_util", "over_share", "device_source"]
+                 "gpu_memory_mib", "memory_share_mib", "memory_used_mib", "gpu_util", "over_share", "device_source",
+                 "dra"]
 """``gpu_index = -1`` with ``device_source = "unknown"``: the pod holds a GPU on the node, no evidence says
-which (drawn in no cell; listed with the node)."""
+which (drawn in no cell; listed with the node). ``dra``: the pod's DRA ResourceClaims (empty for device-plugin
+GPUs)."""
 GPU_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "allocated", "slices", "memory_used_mib",
                "gpu_memory_mib", "gpu_util", "idle_allocated", "over_share", "busy_unallocated", "holder_unknown",
                "evidence"]
@@ -319,7 +321,18 @@ def _dcgm_slices(snapshot: Snapshot, dcgm: pd.DataFrame) -> pd.DataFrame:
                           else np.where(rows["gpu_index"] >= 0, "snapshot", "unknown")),
     })
     out["offset"] = out.groupby(["node", "gpu_index"], sort=False)["share"].cumsum() - out["share"]
+    out["dra"] = out["task"].map(dra_claims_of(snapshot)).fillna("")
     return out[SLICE_COLUMNS].reset_index(drop=True)
+
+
+def dra_claims_of(snapshot: Snapshot) -> dict[str, str]:
+    """Task name → its DRA ResourceClaims as one line (``DRA: ns/claim (shared)``), for pods that get their GPUs
+    through DRA; others are absent."""
+    out = {}
+    for _, t in snapshot.iter_tasks():
+        if t.is_dra:
+            out[t.name] = "DRA: " + ", ".join(c.name + (" (shared)" if c.shared else "") for c in t.dra_claims)
+    return out
 
 
 def is_dcgm_frame(frame: Optional[pd.DataFrame]) -> bool:
@@ -343,6 +356,7 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
         if t.status in SLICE_STATUSES and t.node and t.is_gpu:
             by_node.setdefault(t.node, []).append((job, t))
     rows = []
+    dra = dra_claims_of(snapshot)
     for node in snapshot.nodes:
         tasks = by_node.get(node.name)
         if not tasks or node.gpus <= 0:
@@ -367,7 +381,7 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
                     "memory_used_mib": math.nan if mem_used is None else float(mem_used),
                     "gpu_util": math.nan if util is None else float(util),
                     "over_share": bool(mem_used is not None and share < 1 - EPS and mem_used > mem_share + EPS),
-                    "device_source": source,
+                    "device_source": source, "dra": dra.get(t.name, ""),
                 })
                 if i >= 0:
                     offsets[i] += share
@@ -429,6 +443,115 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
         base["holder_unknown"] = False
         base["evidence"] = ""
     return base[GPU_COLUMNS]
+
+
+TOPOLOGY_COLUMNS = ["domain", "nodes", "gpus", "free_gpus"]
+GANG_COLUMNS = ["job", "queue", "level", "gpus", "best_domain", "best_free", "fits"]
+MIG_COLUMNS = ["node", "profile", "first", "width"]
+
+
+def topology_levels(snapshot: Snapshot) -> list[str]:
+    """Levels of the snapshot's topologies a view can group nodes by (alias, else node label), widest first;
+    the per-node level (``kubernetes.io/hostname``) is left out: grouping by it is no grouping."""
+    out: list[str] = []
+    for topo in snapshot.topologies:
+        for lv in topo.levels:
+            name = lv.alias or lv.node_label
+            if lv.node_label != "kubernetes.io/hostname" and name not in out:
+                out.append(name)
+    return out
+
+
+def _level_label(snapshot: Snapshot, level: str) -> Optional[str]:
+    for topo in snapshot.topologies:
+        for lv in topo.levels:
+            if level in (lv.alias, lv.node_label):
+                return lv.node_label
+    return None
+
+
+def node_domains(snapshot: Snapshot, level: str) -> dict[str, str]:
+    """Node → its domain at a topology level (the node label's value); nodes without the label are absent."""
+    label = _level_label(snapshot, level)
+    if label is None:
+        return {}
+    return {n.name: n.labels[label] for n in snapshot.nodes if label in n.labels}
+
+
+def mig_cells(node: Node) -> int:
+    """Grid cells (GPU-equivalents) a node's MIG instances take: the first ones of the node."""
+    return sum(mig_gpus(p) * c for p, c in node.mig.items())
+
+
+def free_whole_gpus(snapshot: Snapshot, gpus: pd.DataFrame) -> dict[str, int]:
+    """Node → GPUs nothing holds, not counting MIG instances (a whole-GPU gang cannot use them) nor not-ready or
+    cordoned nodes."""
+    if not len(gpus):
+        return {}
+    idle = gpus[gpus["allocated"] <= EPS]
+    nodes = snapshot.node_map()
+    first = idle["node"].map(lambda n: mig_cells(nodes[n]) if n in nodes else 0)
+    counts = idle[idle["gpu_index"] >= first].groupby("node").size()
+    return {n: int(c) for n, c in counts.items() if n in nodes and nodes[n].schedulable}
+
+
+def domain_frame(snapshot: Snapshot, gpus: pd.DataFrame, level: str) -> pd.DataFrame:
+    """One row per domain of a topology level: its nodes, GPUs and free whole GPUs (most free first)."""
+    domains = node_domains(snapshot, level)
+    if not domains:
+        return pd.DataFrame(columns=TOPOLOGY_COLUMNS)
+    free = free_whole_gpus(snapshot, gpus)
+    rows: dict[str, list] = {}
+    for n in snapshot.nodes:
+        if n.name in domains and n.gpus > 0:
+            r = rows.setdefault(domains[n.name], [0, 0, 0])
+            r[0] += 1
+            r[1] += n.gpus
+            r[2] += free.get(n.name, 0)
+    df = pd.DataFrame([[d, *v] for d, v in rows.items()], columns=TOPOLOGY_COLUMNS)
+    return df.sort_values(["free_gpus", "domain"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
+def gang_domains(snapshot: Snapshot, gpus: pd.DataFrame) -> pd.DataFrame:
+    """Pending jobs with a required topology level: the domain of that level with the most free whole GPUs
+    now (where the gang would best land), and whether their pending GPUs fit in it."""
+    rows = []
+    by_level: dict[str, pd.DataFrame] = {}
+    for job in snapshot.jobs:
+        c = job.topology
+        pending = [t for t in job.tasks if t.status == "pending"]
+        if c is None or not c.required_level or not pending:
+            continue
+        need = sum(t.gpu for t in pending)
+        level = c.required_level
+        if level not in by_level:
+            by_level[level] = domain_frame(snapshot, gpus, level)
+        frame = by_level[level]
+        if len(frame):
+            best = frame.iloc[0]
+            rows.append([job.key, job.queue, level, need, best["domain"], int(best["free_gpus"]),
+                         bool(best["free_gpus"] >= need - EPS)])
+        else:
+            rows.append([job.key, job.queue, level, need, "", 0, False])
+    return pd.DataFrame(rows, columns=GANG_COLUMNS)
+
+
+def mig_frame(snapshot: Snapshot, nodes: Iterable[str]) -> pd.DataFrame:
+    """One row per MIG instance of the given nodes: its profile and the grid cells (GPU-equivalents) it spans.
+    Kubernetes reports instance counts per profile, not which GPU holds which, so instances are laid out in the
+    node's profile order from cell 0 (the order the synthetic demo places its MIG pods in)."""
+    names = set(nodes)
+    rows = []
+    for n in snapshot.nodes:
+        if n.name not in names or not n.mig:
+            continue
+        cell = 0
+        for profile, count in n.mig.items():
+            g = max(1, mig_gpus(profile))
+            for _ in range(count):
+                rows.append([n.name, profile, cell, g])
+                cell += g
+    return pd.DataFrame(rows, columns=MIG_COLUMNS)
 
 
 def held_unknown(slices: pd.DataFrame) -> dict[str, str]:

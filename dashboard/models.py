@@ -253,6 +253,35 @@ class GpusModel(ViewModel):
     flagged_only = param.Boolean(default=False, doc="only nodes with an idle allocation or an over-share pod")
     page = param.Integer(default=0, bounds=(0, None))
     page_size = param.Integer(default=128, bounds=(8, 2000))
+    group_by = param.String(default="", doc="a topology level (alias or node label) to group nodes by; empty: none")
+
+    def group_levels(self) -> list[str]:
+        """Topology levels the nodes can be grouped by (empty without a Topology in the snapshot)."""
+        return frames.topology_levels(self.snapshot) if self.snapshot else []
+
+    def node_domains(self) -> dict[str, str]:
+        """Node → its domain at :attr:`group_by` (empty when not grouping)."""
+        if not self.group_by or self.snapshot is None:
+            return {}
+        return frames.node_domains(self.snapshot, self.group_by)
+
+    def domains(self) -> pd.DataFrame:
+        """The :attr:`group_by` level's domains: nodes, GPUs, free whole GPUs."""
+        if not self.group_by or self.snapshot is None:
+            return pd.DataFrame(columns=frames.TOPOLOGY_COLUMNS)
+        return frames.domain_frame(self.snapshot, self.gpus(), self.group_by)
+
+    def pending_gangs(self) -> pd.DataFrame:
+        """Pending topology-constrained gangs and the domain of their required level with the most free GPUs."""
+        if self.snapshot is None:
+            return pd.DataFrame(columns=frames.GANG_COLUMNS)
+        return frames.gang_domains(self.snapshot, self.gpus())
+
+    def mig_instances(self, nodes: list[str]) -> pd.DataFrame:
+        """MIG instances of ``nodes`` and the grid cells they span."""
+        if self.snapshot is None:
+            return pd.DataFrame(columns=frames.MIG_COLUMNS)
+        return frames.mig_frame(self.snapshot, nodes)
 
     def pools(self) -> list[str]:
         snap = self.snapshot
@@ -295,6 +324,9 @@ class GpusModel(ViewModel):
             g = self.gpus()
             flagged = set(g.loc[g["idle_allocated"] | g["over_share"], "node"])
             names = [n for n in names if n in flagged]
+        domains = self.node_domains()
+        if domains:  # grouped: domain by domain (nodes outside the topology last), snapshot order within one
+            names = sorted(names, key=lambda n: (n not in domains, domains.get(n, "")))
         return names
 
     def pages(self) -> int:

@@ -15,7 +15,8 @@ import param
 
 ENV_PREFIX = "KAIDASH_"
 SOURCES = ("sim", "kube", "snapshot", "trace")
-FIELDS = ("source", "context", "snapshot", "trace", "prometheus", "period_s", "seed", "nodes", "sim_step_s", "prices")
+FIELDS = ("source", "context", "snapshot", "trace", "prometheus", "period_s", "seed", "nodes", "sim_step_s", "prices",
+          "demo_extensions")
 """The options carried by ``KAIDASH_*`` variables and set by flags."""
 
 
@@ -35,6 +36,8 @@ class SourceOptions(param.Parameterized):
     period_s = param.Number(default=2.0, bounds=(0.1, 3600), label="Loop period (s)", doc="live loop period, seconds")
     seed = param.Integer(default=7, doc="seed of the synthetic scenario (sim)")
     nodes = param.Integer(default=64, bounds=(1, 10_000), doc="nodes in the synthetic scenario (sim)")
+    demo_extensions = param.Boolean(default=False, label="Demo extensions",
+                                    doc="sim: add the topology (rack gangs), MIG and DRA pools to the synthetic cluster")
     sim_step_s = param.Number(default=30.0, bounds=(0.0, None), label="Simulated seconds per tick",
                               doc="cluster seconds simulated per tick (sim, trace); 0 = the period")
 
@@ -44,7 +47,8 @@ class SourceOptions(param.Parameterized):
     def label(self) -> str:
         """One line describing the source, for the overview and the page header."""
         if self.source == "sim":
-            return f"simulated cluster ({self.nodes} nodes, seed {self.seed})"
+            extra = " + topology, MIG and DRA pools" if self.demo_extensions else ""
+            return f"simulated cluster ({self.nodes} nodes{extra}, seed {self.seed})"
         if self.source == "kube":
             return f"kube context {self.context or '(current)'} — read-only shadow scheduling"
         if self.source == "snapshot":
@@ -69,7 +73,9 @@ class SourceOptions(param.Parameterized):
             if name == "name" or key not in env or env[key] == "":
                 continue
             raw = env[key]
-            if isinstance(p, param.Integer):
+            if isinstance(p, param.Boolean):
+                kwargs[name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif isinstance(p, param.Integer):
                 kwargs[name] = int(raw)
             elif isinstance(p, param.Number):
                 kwargs[name] = float(raw)
@@ -118,6 +124,9 @@ def add_source_arguments(parser: argparse.ArgumentParser) -> None:
                         help="live loop period in seconds (default 2)")
     parser.add_argument("--seed", type=int, default=None, help="seed of the synthetic scenario (default 7)")
     parser.add_argument("--nodes", type=int, default=None, help="nodes in the synthetic scenario (default 64)")
+    parser.add_argument("--demo-extensions", dest="demo_extensions", action="store_const", const=True, default=None,
+                        help="sim: add a topology-labelled H100 pool with rack gangs, a MIG-sliced A100 pool and "
+                             "DRA pods (snapshot 1.2) to the synthetic cluster")
     parser.add_argument("--prices", default=None, metavar="FILE",
                         help="price per GPU-hour by GPU model, YAML (docs/cost.md); default: example prices")
     parser.add_argument("--sim-step", dest="sim_step_s", type=float, default=None, metavar="S",

@@ -51,9 +51,12 @@ UTIL_PALETTE = list(Viridis256)
 """DCGM utilisation, 0 → 100 %: Viridis (colour-blind safe; idle is dark, busy is bright)."""
 MOVING_STATUSES = ("releasing", "pipelined")
 SLICE_FIELDS = ("x0", "x1", "y0", "y1", "fill", "alpha", "line", "lw", "node", "task", "job", "queue", "status",
-                "gpu", "share", "mem", "mem_share", "util")
+                "gpu", "share", "mem", "mem_share", "util", "dra")
 DEVICE_FIELDS = ("x0", "x1", "y0", "y1", "line", "lw", "dash", "node", "gpu", "model", "pool", "allocated", "util",
-                 "mem", "mem_total", "flags", "evidence")
+                 "mem", "mem_total", "flags", "evidence", "mig")
+MIG_FIELDS = ("x0", "x1", "y0", "y1", "x", "y", "text")
+MIG_LINE = "#e5e7eb"
+"""Outline of a MIG instance over the GPU-equivalent cells it spans."""
 OVERLAY_FIELDS = ("x0", "x1", "y0", "y1", "text")
 
 
@@ -103,13 +106,42 @@ def _slice_layer(slices: pd.DataFrame, pos: dict, colour_by: str, colours: dict[
             "gpu": slices["gpu_index"].to_numpy(int), "share": share.round(3),
             "mem": (slices["memory_used_mib"].to_numpy(float) / 1024).round(1),
             "mem_share": (slices["memory_share_mib"].to_numpy(float) / 1024).round(1),
-            "util": slices["gpu_util"].round(1).to_numpy(float)}
+            "util": slices["gpu_util"].round(1).to_numpy(float),
+            "dra": (slices["dra"] if "dra" in slices else pd.Series("", index=slices.index)).to_numpy(object)}
+
+
+def mig_source(mig: pd.DataFrame, pos: dict) -> dict:
+    """Outlines of MIG instances over the cells (GPU-equivalents) each spans, labelled with the profile (its
+    compute part, ``1g``, when one cell is too narrow for the whole name)."""
+    mig = mig[mig["node"].isin(pos)] if len(mig) else mig
+    if not len(mig):
+        return {k: [] for k in MIG_FIELDS}
+    x = mig["node"].map(lambda n: pos[n][0]).to_numpy(float) + mig["first"].to_numpy(float)
+    y = mig["node"].map(lambda n: pos[n][1]).to_numpy(float)
+    w = mig["width"].to_numpy(float)
+    text = [p if wd >= 2 else p.split(".")[0] for p, wd in zip(mig["profile"], mig["width"])]
+    return {"x0": x + 0.03, "x1": x + w - 0.03, "y0": y - 0.03, "y1": y + 1.03, "x": x + w / 2, "y": y + 0.08,
+            "text": text}
+
+
+def _node_label(node: str, domains: dict, mig: pd.DataFrame, unknown: dict) -> str:
+    text = f"{domains[node]} · {node}" if node in domains else node
+    if len(mig) and (mig["node"] == node).any():
+        counts = mig[mig["node"] == node]["profile"].value_counts(sort=False)
+        text += " · MIG " + " ".join(f"{p.split('.')[0]}×{c}" for p, c in counts.items())   # full names: hover
+    if node in unknown:
+        text += f" · {unknown[node].split(':')[0]}"
+    return text
 
 
 def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], colour_by: str,
-                 colours: dict[str, str]) -> tuple[dict[str, dict], tuple]:
-    """Column data of every layer (``devices``, ``held``, ``moving``, ``marks``, ``labels``), and (x range,
-    y range). Memory in the hover is in GiB."""
+                 colours: dict[str, str], domains: dict | None = None,
+                 mig: pd.DataFrame | None = None) -> tuple[dict[str, dict], tuple]:
+    """Column data of every layer (``devices``, ``held``, ``moving``, ``marks``, ``labels``, ``mig``), and (x range,
+    y range). Memory in the hover is in GiB. ``domains`` (node → topology domain) prefixes node labels when the
+    grid is grouped; ``mig`` (:func:`dashboard.frames.mig_frame`) outlines MIG instances."""
+    domains = domains or {}
+    mig = mig if mig is not None else pd.DataFrame(columns=["node", "profile", "first", "width"])
     g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
     pos, columns, rows = grid_positions(nodes, g_max)
     bx = gpus["node"].map(lambda n: pos[n][0]).to_numpy(float) + gpus["gpu_index"].to_numpy(float)
@@ -127,7 +159,8 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
                "mem_total": (gpus["gpu_memory_mib"].to_numpy(float) / 1024).round(1),
                "flags": np.where(over, "a pod uses more memory than its share (OOM risk)",
                                  np.where(idle, "allocated but idle (wasted)", "")).astype(object),
-               "evidence": (gpus["evidence"] if "evidence" in gpus else pd.Series("", index=gpus.index)).to_numpy(object)}
+               "evidence": (gpus["evidence"] if "evidence" in gpus else pd.Series("", index=gpus.index)).to_numpy(object),
+               "mig": _cell_profiles(gpus, mig)}
     flagged = over | idle
     marks = {"x": bx[flagged] + 0.5, "y": by[flagged] + 0.5,
              "text": np.where(over[flagged], "!", "z").astype(object),
@@ -138,10 +171,26 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
     held = _slice_layer(slices[~moving] if len(slices) else slices, pos, colour_by, colours)
     moved = _slice_layer(slices[moving] if len(slices) else slices, pos, colour_by, colours)
     labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + 1.05 for n in nodes],
-              "text": [n + (f" · {unknown[n].split(':')[0]}" if n in unknown else "") for n in nodes]}
+              "text": [_node_label(n, domains, mig, unknown) for n in nodes]}
     x_range = (-0.3, columns * (g_max + 1))
     y_range = (-0.2, rows * ROW_UNITS + 0.1)
-    return {"devices": devices, "held": held, "moving": moved, "marks": marks, "labels": labels}, (x_range, y_range)
+    return ({"devices": devices, "held": held, "moving": moved, "marks": marks, "labels": labels,
+             "mig": mig_source(mig, pos)}, (x_range, y_range))
+
+
+def _cell_profiles(gpus: pd.DataFrame, mig: pd.DataFrame) -> np.ndarray:
+    """Per GPU cell: the MIG instance it belongs to (``3g.40gb instance 2``), else empty."""
+    out = np.full(len(gpus), "", dtype=object)
+    if not len(mig) or not len(gpus):
+        return out
+    where = {}
+    for node, rows in mig.groupby("node", sort=False):
+        for k, (profile, first, width) in enumerate(zip(rows["profile"], rows["first"], rows["width"])):
+            for c in range(int(first), int(first + width)):
+                where[(node, c)] = f"{profile} (instance {k + 1} of the node, {int(width)} GPU-equivalent(s))"
+    for i, key in enumerate(zip(gpus["node"], gpus["gpu_index"])):
+        out[i] = where.get(key, "")
+    return out
 
 
 NODE_TABLE_COLUMNS = ["node", "pool", "gpu_model", "gpus", "allocated", "gpu_util", "memory_used_gib",
@@ -150,10 +199,10 @@ NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "all
                      "gpu_util": "mean util", "memory_used_gib": "memory used (GiB)",
                      "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
 SLICE_COLUMNS = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
-                 "gpu_util", "over_share", "device_source"]
+                 "gpu_util", "over_share", "device_source", "dra"]
 SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share (GiB)",
                 "memory_used_gib": "memory used (GiB)", "gpu_util": "util", "over_share": "over its share",
-                "device_source": "device from"}
+                "device_source": "device from", "dra": "DRA claim"}
 
 
 def node_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -203,6 +252,8 @@ class GpusView(View):
         self.queue = pn.widgets.Select(name="Queue", options=[""] + m.queues(), width=150)
         self.flagged = pn.widgets.Checkbox.from_param(m.param.flagged_only, name="only flagged nodes")
         self.page = pn.widgets.Select(name="Page", options=[1], value=1, width=80)
+        self.group = pn.widgets.Select(name="Group by", options=["none"], value="none", width=110, visible=False)
+        self.group.param.watch(lambda e: self._set_group(e.new), "value")
         self.page_size = pn.widgets.Select(name="Nodes per page", options=[32, 64, 128, 256, 512], value=m.page_size,
                                            width=110)
         for w, p in ((self.pool, "pool"), (self.gpu_model, "gpu_model"), (self.queue, "queue")):
@@ -212,13 +263,14 @@ class GpusView(View):
         m.param.watch(lambda *_: self._update_grid(), ["colour_by"])
         m.param.watch(lambda *_: self._update_grid(), ["flagged_only"])
         self.sources = {name: ColumnDataSource() for name in ("devices", "held", "moving", "marks", "labels",
-                                                                  "overlay")}
+                                                                  "overlay", "mig")}
         self._extra_layers: list = []
         self.fig = None                   # built by the first render, once the layout is known
         self.plot = pn.pane.Bokeh(None, sizing_mode="stretch_width")
         self.alt = pn.pane.HTML("", sizing_mode="stretch_width", margin=0)
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.topology = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
         self.node_select = pn.widgets.Select(name="Node", options=[""], width=200)
         self.node_select.param.watch(lambda e: setattr(self.selection, "node", e.new or ""), "value")
         self.selection.param.watch(lambda *_: self._update_node(), "node")
@@ -237,8 +289,9 @@ class GpusView(View):
         return pn.Column(
             pn.Row(pn.pane.HTML('<div style="padding-top:8px">Colour by</div>', width=70), self.colour,
                    pn.Column(pn.Spacer(height=4), self.flagged), sizing_mode="stretch_width"),
-            pn.Row(self.pool, self.gpu_model, self.queue, self.page_size, self.page, sizing_mode="stretch_width"),
-            self.summary, self.legend, self.alt,
+            pn.Row(self.pool, self.gpu_model, self.queue, self.group, self.page_size, self.page,
+                   sizing_mode="stretch_width"),
+            self.summary, self.topology, self.legend, self.alt,
             self.plot,
             pn.Card(pn.Column(self.node_select, self.node_table, sizing_mode="stretch_width"),
                     title="Selected node: slices", sizing_mode="stretch_width", collapsible=False),
@@ -259,6 +312,7 @@ class GpusView(View):
         src["marks"].data = {"x": [], "y": [], "text": [], "colour": []}
         src["labels"].data = {"x": [], "y": [], "text": []}
         src["overlay"].data = {k: [] for k in OVERLAY_FIELDS}
+        src["mig"].data = {k: [] for k in MIG_FIELDS}
         r_dev = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["devices"], fill_color=FREE_COLOUR,
                          line_color="line", line_width="lw", line_dash="dash", nonselection_fill_alpha=1.0,
                          nonselection_line_alpha=1.0, selection_fill_color="#3d4450")
@@ -269,18 +323,23 @@ class GpusView(View):
         r_ov = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["overlay"], fill_alpha=0,
                         line_color=WOULD, line_width=2, line_dash="dashed")
         fig.add_tools(HoverTool(renderers=[r_ov], tooltips=[("next cycle", "@text")]))
+        fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["mig"], fill_alpha=0, line_color=MIG_LINE,
+                 line_width=1.5)
+        fig.text(x="x", y="y", text="text", source=src["mig"], text_font_size="8px", text_color=MIG_LINE,
+                 text_align="center", text_baseline="bottom")
         fig.text(x="x", y="y", text="text", source=src["marks"], text_color="colour", text_font_size="11px",
                  text_font_style="bold", text_align="center", text_baseline="middle")
         fig.text(x="x", y="y", text="text", source=src["labels"], text_font_size="9px", text_color=MUTED_ON_DARK,
                  text_baseline="bottom")
         slice_tips = [("pod", "@task"), ("job", "@job"), ("queue", "@queue"), ("status", "@status"),
                       ("node / GPU", "@node / @gpu"), ("share", "@share{0.[00]} GPU"),
-                      ("memory used / share", "@mem{0,0.0} / @mem_share{0,0.0} GiB"), ("util", "@util{0.0} %")]
+                      ("memory used / share", "@mem{0,0.0} / @mem_share{0,0.0} GiB"), ("util", "@util{0.0} %"),
+                      ("GPUs via", "@dra")]
         fig.add_tools(HoverTool(renderers=[r_held, r_moving], tooltips=slice_tips))
         fig.add_tools(HoverTool(renderers=[r_dev], tooltips=[
             ("node / GPU", "@node / @gpu"), ("model / pool", "@model / @pool"), ("allocated", "@allocated{0.[00]}"),
             ("util", "@util{0.0} %"), ("memory used", "@mem{0,0.0} / @mem_total{0,0.0} GiB"), ("flag", "@flags"),
-            ("evidence", "@evidence")]))
+            ("evidence", "@evidence"), ("MIG", "@mig")]))
         fig.add_tools(TapTool(renderers=[r_dev]))
         fig.toolbar.active_scroll = None
         src["devices"].selected.on_change("indices", self._on_tap)
@@ -304,6 +363,12 @@ class GpusView(View):
         self.model.page = 0
         self._update_grid()
 
+    def _set_group(self, level: str) -> None:
+        level = "" if level == "none" else level
+        if level != self.model.group_by:
+            self.model.param.update(group_by=level, page=0)
+            self._update_grid()
+
     def _set_page(self, page: int) -> None:
         if page != self.model.page:
             self.model.page = max(0, page)
@@ -326,6 +391,10 @@ class GpusView(View):
         for widget, options in ((self.pool, m.pools()), (self.gpu_model, m.models()), (self.queue, m.queues())):
             if list(widget.options) != [""] + options:
                 widget.options = [""] + options
+        levels = m.group_levels()
+        if list(self.group.options) != ["none"] + levels:
+            self.group.options = ["none"] + levels
+        self.group.visible = bool(levels)
         self._update_grid()
         self._update_node()
 
@@ -339,7 +408,8 @@ class GpusView(View):
         nodes = m.page_nodes()
         gpus, slices = m.page_frames()
         colours = queue_colours(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else {}
-        layers, (xr, yr) = grid_sources(gpus, slices, nodes, m.colour_by, colours)
+        layers, (xr, yr) = grid_sources(gpus, slices, nodes, m.colour_by, colours, domains=m.node_domains(),
+                                        mig=m.mig_instances(nodes))
         layers["overlay"] = overlay_source(m.overlay(), gpus, nodes)
         key = (tuple(nodes), xr, yr)
         if key != self._layout_key:
@@ -367,12 +437,16 @@ class GpusView(View):
             f'translucent with a dashed edge = releasing or pipelined; red edge and ! = a pod over its memory share '
             f'(OOM risk); amber dashed edge and z = allocated but idle; '
             f'<span style="color:{WOULD}">blue dashed outline</span> = KAI would bind there next cycle (around a GPU when its device is known, else around the node; '
-            f'{len(layers["overlay"]["x0"])} on this page; not yet the cluster); click a GPU for its node.</div>')
+            f'{len(layers["overlay"]["x0"])} on this page; not yet the cluster); click a GPU for its node.'
+            + (' On MIG nodes a cell is one GPU-equivalent as KAI counts them: a white outline is one MIG instance '
+               '(a 3g.40gb spans 3 cells), cells outside the outlines are whole GPUs.'
+               if len(layers["mig"]["x0"]) else '') + '</div>')
         self.alt.object = (f'<div class="kd-sr" role="img" aria-label="GPU grid">GPU grid: {len(gpus)} GPUs on '
                            f'{len(nodes)} nodes, {int(gpus["allocated"].gt(0).sum()) if len(gpus) else 0} with an '
                            f'allocation, {n_over} over-share and {n_idle} idle-allocated cluster-wide. The button '
                            f'"Show the grid as a table" below lists the same per node.</div>')
         self.legend.object = self._legend(slices, colours)
+        self.topology.object = topology_html(m.domains(), m.pending_gangs(), m.group_by)
         if self.nodes_table.visible:
             update_table(self.nodes_table, node_table(m.node_summary_of(gpus)))
 
@@ -416,6 +490,25 @@ class GpusView(View):
         update_table(self.node_table, keyed(rows, "task")[SLICE_COLUMNS])
 
 
+def topology_html(domains: pd.DataFrame, gangs: pd.DataFrame, level: str) -> str:
+    """The grouped level's domains by free whole GPUs, and where each pending topology gang would best land."""
+    parts = []
+    if level and len(domains):
+        items = " · ".join(f"<b>{html.escape(str(d))}</b> {int(f)}/{int(g)} free"
+                           for d, f, g in zip(domains["domain"], domains["free_gpus"], domains["gpus"]))
+        parts.append(f'<div class="kd-muted">Grouped by {html.escape(level)} (nodes labelled with it): {items}</div>')
+    for r in gangs.itertuples():
+        if r.best_domain:
+            verdict = ("enough free GPUs there" if r.fits else
+                       f"no {html.escape(r.level)} with {r.gpus:g} free GPUs; largest {r.best_free}")
+            where = f"best {html.escape(r.level)} <b>{html.escape(r.best_domain)}</b> ({r.best_free} free): {verdict}"
+        else:
+            where = f"no node carries the {html.escape(r.level)} label"
+        parts.append(f'<div class="kd-gang">Pending gang <b>{html.escape(r.job)}</b> needs {r.gpus:g} GPUs in one '
+                     f'{html.escape(r.level)}: {where}</div>')
+    return "".join(parts)
+
+
 def _gradient(colours: list[str], lo: str, hi: str) -> str:
     stops = ",".join(colours)
     return (f'<span class="kd-muted">{lo}</span> <span style="display:inline-block;width:160px;height:10px;'
@@ -423,4 +516,4 @@ def _gradient(colours: list[str], lo: str, hi: str) -> str:
             f'<span class="kd-muted">{hi}</span>')
 
 
-__all__ = ["GpusView", "grid_positions", "grid_sources", "node_table"]
+__all__ = ["GpusView", "grid_positions", "grid_sources", "mig_source", "node_table", "topology_html"]

@@ -32,7 +32,7 @@ class SettingsView(View):
         o = self.options
         shared_ok = self.source is not None and self.source.may_change_shared
         form = pn.Param(o.param, parameters=["source", "context", "snapshot", "trace", "prometheus", "period_s",
-                                             "seed", "nodes", "sim_step_s"],
+                                             "seed", "nodes", "sim_step_s", "demo_extensions"],
                         widgets={"source": {"type": pn.widgets.RadioButtonGroup, "button_type": "primary",
                                             "button_style": "outline"},
                                  "period_s": {"type": pn.widgets.FloatInput, "step": 0.5},
@@ -98,6 +98,8 @@ class SettingsView(View):
             parts += [f"--trace {o.trace}"]
         else:
             parts += [f"--seed {o.seed}", f"--nodes {o.nodes}", f"--sim-step {o.sim_step_s:g}"]
+            if o.demo_extensions:
+                parts.append("--demo-extensions")
         if o.prometheus:
             parts.append(f"--prometheus {o.prometheus}")
         parts.append(f"--period {o.period_s:g}")

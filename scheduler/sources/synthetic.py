@@ -29,6 +29,7 @@ enforces). The same seed and arguments always give the same scenario.
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import uuid
@@ -48,6 +49,7 @@ from ..model import (
     TaskUsage,
     memory_to_fraction,
 )
+from .synthetic_extensions import TOPOLOGY, extension_jobs, extension_nodes
 
 SCENARIO_TIME = 1767225600.0
 """2026-01-01T00:00:00Z: every scenario describes this moment, so output is reproducible."""
@@ -480,7 +482,7 @@ RUNNING_TARGET = {"llm": 1.45, "vision": 0.4, "analytics": 0.9, "inference": 0.9
 
 def generate_scenario(seed: int = 0, nodes: int = 64, *, horizon_s: float = 4 * 3600.0,
                       arrivals_per_node_hour: Optional[float] = None, offered_load: float = 1.0,
-                      time: float = SCENARIO_TIME) -> Scenario:
+                      time: float = SCENARIO_TIME, extensions: bool = False) -> Scenario:
     """A busy synthetic cluster of ``nodes`` nodes (8 to 1,000+) at ``time``, and arrivals over ``horizon_s``.
 
     Arrivals are balanced by default: each leaf queue's jobs arrive at the rate that offers its
@@ -488,12 +490,19 @@ def generate_scenario(seed: int = 0, nodes: int = 64, *, horizon_s: float = 4 * 
     run for days keeps a steady backlog instead of a growing one. ``arrivals_per_node_hour`` instead sets one
     Poisson rate for all queues (weights 3:3:3:3:1), whatever the cluster can complete.
 
+    ``extensions`` adds the snapshot-1.2 pools (:mod:`.synthetic_extensions`: a topology-labelled H100 pool with
+    rack-constrained gangs, a MIG-sliced A100 pool, DRA nodes and pods); queue quotas then cover their GPUs too.
+    Arrivals never go to them. Off by default: the plain scenario stays exactly as it was.
+
     Reproducible: the same arguments always give the same scenario.
     """
     if nodes < 1:
         raise ValueError(f"nodes must be at least 1, got {nodes}")
     rng = random.Random(seed)
     node_list = make_nodes(nodes)
+    base_gpus = sum(n.gpus for n in node_list)
+    if extensions:
+        node_list += extension_nodes()
     total_gpus = sum(n.gpus for n in node_list)
     queues = make_queues(total_gpus)
     qmap = {q.name: q for q in queues}
@@ -552,6 +561,8 @@ def generate_scenario(seed: int = 0, nodes: int = 64, *, horizon_s: float = 4 * 
         pending.append(factory.notebook(rng.choice(["vision", "analytics"]), pending_created())[0])
     pending.append(factory.cpu_job("infrastructure", pending_created())[0])
     jobs.extend(pending)
+    if extensions:  # after the plain scenario's draws, so its jobs stay as they are
+        jobs.extend(extension_jobs(time, random.Random(seed * 104729 + 3), PRIORITY["train"], PRIORITY["inference"]))
 
     # 3. what each running pod really uses
     for job in jobs:
@@ -566,7 +577,7 @@ def generate_scenario(seed: int = 0, nodes: int = 64, *, horizon_s: float = 4 * 
         weights = {"llm": 3, "vision": 3, "analytics": 3, "inference": 3, "infrastructure": 1}
         rate_per_s = arrivals_per_node_hour * nodes / 3600.0
     else:
-        weights = balanced_rates(total_gpus, pool_gpus, seed, offered_load)
+        weights = balanced_rates(base_gpus, pool_gpus, seed, offered_load)
         rate_per_s = sum(weights.values())
     names, w = list(weights), list(weights.values())
     t = rng.expovariate(rate_per_s) if rate_per_s > 0 else horizon_s + 1
@@ -580,7 +591,8 @@ def generate_scenario(seed: int = 0, nodes: int = 64, *, horizon_s: float = 4 * 
     snap = Snapshot(nodes=node_list, queues=queues, jobs=jobs, time=time,
                     # KAI's production defaults, like a freshly installed cluster (16 consolidation preemptees)
                     config=SchedulerConfig(placement=PlacementConfig("binpack", "binpack"),
-                                           max_consolidation_preemptees=16))
+                                           max_consolidation_preemptees=16),
+                    topologies=[copy.deepcopy(TOPOLOGY)] if extensions else [])
     return Scenario(snapshot=snap, arrivals=arrivals, seed=seed)
 
 

@@ -1,0 +1,73 @@
+"""The GPUs view of the demo's topology, MIG and DRA pools in headless Chromium: the "Group by" select groups the
+grid by rack and names the pending rack gang's best rack, the MIG pool renders, no console error, nothing leaves
+loopback. Screenshots at 1280×720 and 1440×900 go to ``artifacts/screenshots/`` (gitignored)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.snapshot_io import save_snapshot
+from scheduler.sources.synthetic import generate_scenario
+
+from test_dashboard_browser import SHOTS, Server, browser  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.browser
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+SIZES = ((1280, 720), (1440, 900))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The 64-node demo with its extension pools as a static snapshot file (a live sim would move on)."""
+    path = tmp_path_factory.mktemp("demo-ext") / "demo-extensions.yaml"
+    save_snapshot(generate_scenario(seed=7, nodes=64, extensions=True).snapshot, path)
+    server = Server("--snapshot", str(path), "--data-dir", str(path.parent))
+    yield server
+    server.stop()
+
+
+def _open(browser, server, size):
+    page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(f"{server.url}?view=gpus", wait_until="networkidle", timeout=90_000)
+    page.wait_for_selector('[data-view="gpus"]', timeout=60_000)
+    page.get_by_text("node(s) match").wait_for(timeout=60_000)
+    page.wait_for_timeout(1500)       # the first render lands before a person's first click
+    return page, errors, requests
+
+
+def _select(page, label: str, value: str) -> None:
+    page.get_by_label(label).select_option(value)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_group_by_rack_and_mig_pool_render(served, browser, size):
+    page, errors, requests = _open(browser, served, size)
+    try:
+        _select(page, "Group by", "rack")
+        gang = page.locator(".kd-gang", has_text="llm/llm-train-nv-10")
+        gang.wait_for(timeout=60_000)
+        assert "needs 16 GPUs in one rack" in gang.inner_text()
+        assert "no rack with 16 free GPUs; largest 8" in gang.inner_text()
+        grouped = page.get_by_text("Grouped by rack")
+        grouped.wait_for(timeout=60_000)
+        assert "rack-b2x 8/16 free" in grouped.inner_text()
+        page.locator(".kd-gang").first.scroll_into_view_if_needed()
+        page.wait_for_timeout(1500)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"gpus-topology-rack-{size[0]}x{size[1]}.png"))
+        _select(page, "Group by", "none")
+        grouped.wait_for(state="detached", timeout=60_000)     # a person's pace: one change lands, then the next
+        page.wait_for_timeout(1000)
+        _select(page, "Node pool", "a100-mig")
+        page.get_by_text("4 node(s) match").wait_for(timeout=60_000)
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(SHOTS / f"gpus-mig-{size[0]}x{size[1]}.png"))
+        assert errors == [], errors
+        assert [u for u in requests if "127.0.0.1" not in u and not u.startswith(("data:", "blob:"))] == []
+    finally:
+        page.close()
