@@ -100,6 +100,19 @@ def test_malformed_objects_are_warnings_not_errors(tmp_path):
     assert len(conv.snapshot.queues) == 4
 
 
+@pytest.mark.parametrize("key,value,field", [("containers", 1.5, "spec.containers"),
+                                               ("initContainers", [7], "spec.initContainers[0]")])
+def test_a_pod_whose_containers_are_not_a_list_of_mappings_is_a_warning_naming_the_field(tmp_path, key, value,
+                                                                                          field):
+    """Found by the hypothesis fuzz test: a float ``spec.containers`` raised a bare TypeError from the importer."""
+    objs = small_cluster()
+    bad = pod("odd-0", "vision", queue="vision")
+    bad["spec"][key] = value
+    objs["pods"].append(bad)
+    conv = import_kai_snapshot(_zip(tmp_path, kai_snapshot_doc(objs)))
+    assert ("Pod", "odd-0", field) in {(w.kind, w.name, w.field) for w in conv.warnings}
+
+
 # ---------------------------------------------------------------------------------------------- bad input
 
 def _error(path):

@@ -190,6 +190,19 @@ def _add(total: dict[str, float], requests: dict, where: str, limits: Optional[d
     return out
 
 
+def _containers_of(spec: dict, key: str) -> list:
+    """``spec[key]`` (``containers`` / ``initContainers``) as a list of mappings; anything else is a bad field."""
+    items = spec.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise BadField(f"spec.{key}", f"expected a list, got {type(items).__name__}")
+    for i, c in enumerate(items):
+        if not isinstance(c, dict):
+            raise BadField(f"spec.{key}[{i}]", f"expected a mapping, got {type(c).__name__}")
+    return items
+
+
 def pod_requests(spec: dict) -> dict[str, float]:
     """Effective pod requests per resource name (base units), as kube-scheduler and KAI compute them.
 
@@ -197,13 +210,13 @@ def pod_requests(spec: dict) -> dict[str, float]:
     container plus the sidecars started before it, plus ``spec.overhead``.
     """
     regular: dict[str, float] = {}
-    for i, c in enumerate(spec.get("containers") or []):
+    for i, c in enumerate(_containers_of(spec, "containers")):
         res = _dict(c, "resources")
         regular = _add(regular, _dict(res, "requests"), f"spec.containers[{i}].resources.requests",
                        _dict(res, "limits"))
     sidecars: dict[str, float] = {}
     init_peak: dict[str, float] = {}
-    for i, c in enumerate(spec.get("initContainers") or []):
+    for i, c in enumerate(_containers_of(spec, "initContainers")):
         res = _dict(c, "resources")
         one = _add({}, _dict(res, "requests"), f"spec.initContainers[{i}].resources.requests", _dict(res, "limits"))
         if c.get("restartPolicy") == "Always":
