@@ -230,7 +230,7 @@ def test_planner_rebases_between_estimates_and_knows_when_to_refresh(snap):
                                                         f"{T0 + 50}, tasks: [{{name: new-0, gpu: 8}}]}}\n"))
     arrived.time = T0 + 100
     new = planner.current(arrived)["new"]
-    assert new.provisional and new.p50_s == 1760 and new.text.startswith("about starts in ~29 min")
+    assert new.provisional and new.p50_s == 1760 and new.text.startswith("likely starts in ~29 min")
     assert planner.due(arrived)                    # 1 of 4 waiting jobs changed: over 20 %
     much_later = snap.copy()
     much_later.time = T0 + 1300                    # b1 still waiting past its p90 (1,260 s)

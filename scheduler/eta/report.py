@@ -64,7 +64,7 @@ class EtaEstimate:
         """One line for a person: ``"starts in ~40 min (20 min–1.5 h), after llm/train-7 finishes"``."""
         if self.never:
             return f"cannot start on this cluster: {self.message}"
-        prefix = "about " if self.provisional else ""
+        prefix = "likely " if self.provisional else ""   # provisional: rebased from its queue, not its own runs
         if math.isnan(self.p50_s):
             return "no estimate yet (at the next refresh)"
         if math.isinf(self.p50_s):
