@@ -15,28 +15,12 @@ from typing import Any, Optional
 
 from ..model import (SELECTOR_OPERATORS, TAINT_EFFECTS, HostPort, LabelSelector, NodeSelectorTerm, PodAffinityTerm,
                      PodConstraints, Requirement, Taint, Toleration)
-from .k8s_parse import BadField
+from .k8s_parse import BadField, as_list as _list, as_mapping as _map
 
 PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 """Node conditions that make KAI's node condition predicate fail unless their status is ``False``."""
 
 SHARED_GPU_CONFIGMAP_ANNOTATION = "runai/shared-gpu-configmap"
-
-
-def _list(value: Any, fld: str) -> list:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise BadField(fld, f"expected a list, got {type(value).__name__}")
-    return value
-
-
-def _map(value: Any, fld: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise BadField(fld, f"expected a mapping, got {type(value).__name__}")
-    return value
 
 
 def _str(value: Any, fld: str, default: str = "") -> str:

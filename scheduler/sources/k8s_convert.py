@@ -56,7 +56,8 @@ from ..model import (
 )
 from ..snapshot_io import (_Collector, cross_check_problems, job_checked, job_placement_problems, node_checked,
                            queue_checked, validate)
-from .k8s_parse import BadField, duration, gpu_memory_label_mib, integer, number, quantity, timestamp
+from .k8s_parse import (BadField, as_list, as_mapping, duration, gpu_memory_label_mib, integer, number, quantity,
+                        timestamp)
 from .k8s_constraints import host_ports, node_readiness, node_taints, pod_constraints, selector_label_keys
 from .k8s_dra import ClaimIndex, node_dra_gpus
 from .k8s_topology import convert_topology, level_labels, topology_constraint
@@ -190,17 +191,9 @@ def _add(total: dict[str, float], requests: dict, where: str, limits: Optional[d
     return out
 
 
-def _containers_of(spec: dict, key: str) -> list:
+def _containers_of(spec: dict, key: str) -> list[dict]:
     """``spec[key]`` (``containers`` / ``initContainers``) as a list of mappings; anything else is a bad field."""
-    items = spec.get(key)
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise BadField(f"spec.{key}", f"expected a list, got {type(items).__name__}")
-    for i, c in enumerate(items):
-        if not isinstance(c, dict):
-            raise BadField(f"spec.{key}[{i}]", f"expected a mapping, got {type(c).__name__}")
-    return items
+    return [as_mapping(c, f"spec.{key}[{i}]") for i, c in enumerate(as_list(spec.get(key), f"spec.{key}"))]
 
 
 def pod_requests(spec: dict) -> dict[str, float]:

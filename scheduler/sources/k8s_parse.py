@@ -24,6 +24,24 @@ class BadField(Exception):
         self.message = message
 
 
+def as_list(value: Any, fld: str) -> list:
+    """``value`` as a list (``None``: empty); anything else is a :class:`BadField` at ``fld``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise BadField(fld, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def as_mapping(value: Any, fld: str) -> dict:
+    """``value`` as a mapping (``None``: empty); anything else is a :class:`BadField` at ``fld``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadField(fld, f"expected a mapping, got {type(value).__name__}")
+    return value
+
+
 @lru_cache(maxsize=4096)
 def _parse_quantity_text(text: str) -> Optional[float]:
     """Cached: clusters repeat the same few quantity strings ("1", "8Gi") across thousands of pods."""
