@@ -1,5 +1,6 @@
 """Speed-ups of the eviction search that must not change a decision: the preemptor-alone pre-check of a scenario
-(scheduler/actions/solver.py ``Solver._fits_alone``) and the queue-order key memo (scheduler/ordering.py)."""
+(scheduler/actions/solver.py ``Solver._fits_alone``) and its watch while other jobs are placed first
+(``_AloneWatch``), and the queue-order key memo (scheduler/ordering.py)."""
 
 import json
 
@@ -8,6 +9,7 @@ import pytest
 
 from bench.kai_diff import DEFAULT_ACTIONS, write_zip
 from bench.kai_diff_gen import generate_document
+from bench.whatif_latency import SLIDERS, cluster_64
 from scheduler.actions import solver as solver_mod
 from scheduler.decisions import eviction_notes
 from scheduler.engine import run_session
@@ -77,3 +79,36 @@ def test_queue_key_memo_follows_the_queues_allocated():
     qs._order_memo.clear()
     assert queue_key(s, a, job) == after
     assert queue_key(s, a, [2.0, 1000.0, 2**30]) == after     # a list request reads the same key
+
+
+def _watch_cluster(case, tmp_path):
+    if case == "whatif-quota":   # the 64-node what-if demo with its queue quota slider moved: one session
+        return SLIDERS["queue quota"].apply(cluster_64())
+    path = tmp_path / f"seed-{case}.zip"
+    write_zip(generate_document(case, NOW, DEFAULT_ACTIONS), path)
+    return import_kai_snapshot(str(path)).snapshot
+
+
+@pytest.mark.parametrize("case", [108, 198, "whatif-quota"])
+def test_preemptor_watch_keeps_every_decision(case, tmp_path, monkeypatch):
+    """Following the preemptor's fit while victims are placed before it (``solver._AloneWatch``) ends some
+    scenarios early on these clusters, with the same decisions as placing every job up to the preemptor's turn
+    (on the what-if cluster, a watch that ended every scenario it follows would change them)."""
+    snap = _watch_cluster(case, tmp_path)
+
+    ended = []
+    still_fits = solver_mod._AloneWatch.still_fits
+
+    def counting(self, mark, job):
+        ok = still_fits(self, mark, job)
+        ended.append(not ok)
+        return ok
+
+    monkeypatch.setattr(solver_mod._AloneWatch, "still_fits", counting)
+    fast = _decisions(snap)
+    assert any(ended), "the watch never ended a scenario on this cluster: the test compares nothing"
+
+    monkeypatch.setattr(solver_mod.Solver, "watch_alone", False)
+    ended.clear()
+    assert _decisions(snap) == fast
+    assert not ended

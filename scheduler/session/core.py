@@ -1024,11 +1024,27 @@ class Session:
             if bonus is not None:
                 sc = sc + bonus
             return int(np.argmax(np.where(fits, sc, -np.inf)))
+        values = self.node_values(i)
+        if values is None:
+            return self.best_node(i, self.fit(i), allowed, bonus)
+        if allowed is not None:  # a topology domain (and its node scores): KAI's node subsets
+            values = np.where(allowed, values if bonus is None else values + bonus, -np.inf)
+        nom = self.nominated.get(i)
+        if nom is not None and values[nom] > -np.inf:
+            values = values.copy()
+            values[nom] += scores.NOMINATED_NODE
+        n = int(np.argmax(values))
+        return n if values[n] > -np.inf else -1
+
+    def node_values(self, i: int) -> Optional[np.ndarray]:
+        """Per node, task ``i``'s local score where it fits and ``-inf`` where it does not, from the cache per
+        request shape that :meth:`best_node` keeps (refreshed for the nodes changed since its last use; do not
+        modify the result). None when the request is scored in full each time (see :meth:`best_node`)."""
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
         if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
                 or i in self.mig_req):
-            return self.best_node(i, self.fit(i), allowed, bonus)
+            return None
         static = self.predicates.static(i)[0]
         key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
                None if static is None else id(static),
@@ -1053,15 +1069,7 @@ class Session:
                 f = self._eval(i, dirty)
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
-        values = entry[1]
-        if allowed is not None:  # a topology domain (and its node scores): KAI's node subsets
-            values = np.where(allowed, values if bonus is None else values + bonus, -np.inf)
-        nom = self.nominated.get(i)
-        if nom is not None and values[nom] > -np.inf:
-            values = values.copy()
-            values[nom] += scores.NOMINATED_NODE
-        n = int(np.argmax(values))
-        return n if values[n] > -np.inf else -1
+        return entry[1]
 
     # ================================================================== placing one task
 
