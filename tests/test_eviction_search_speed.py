@@ -112,3 +112,54 @@ def test_preemptor_watch_keeps_every_decision(case, tmp_path, monkeypatch):
     ended.clear()
     assert _decisions(snap) == fast
     assert not ended
+
+
+def _session_after_actions(snap):
+    from scheduler.actions import get_action
+    from scheduler.fairshare import compute_fair_share
+    from scheduler.session import Session
+
+    s = Session(snap, compute_fair_share(snap))
+    for name in snap.config.actions:
+        action = get_action(name)
+        if action is not None:
+            action(s)
+    return s
+
+
+def _session_state(s) -> dict:
+    ns, qs = s.nodes, s.queues
+    arrays = {name: getattr(ns, name).tobytes() for name in
+              ("used", "idle", "rel", "free", "freeT", "idleT", "sh_used", "sh_alloc", "sh_rel", "sh_present",
+               "sh_marked", "slot_whole", "slot_owner", "mig_idle", "mig_rel")}
+    arrays.update(allocated=qs.allocated.tobytes(), allocated_np=qs.allocated_np.tobytes())
+    return {"arrays": arrays, "versions": (ns.version, list(ns.change_log), list(qs.version), list(s.job_version)),
+            "tasks": (list(s.status), list(s.node), [list(g) for g in s.groups], [list(x) for x in s.indices],
+                      list(s.accepted), dict(s.shadow), dict(s.evict_prior)),
+            "groups": ([dict(d) for d in ns.slot_group], [dict(d) for d in ns.group_slot]),
+            "predicates": [list(r) for r in s.predicates.records] if s.predicates.tracking else None,
+            "evictions": [(e.task, e.action, e.preemptor, e.moved_to) for e in s.evictions]}
+
+
+@pytest.mark.parametrize("case", [6, 23, 44, "whatif-quota"])
+def test_simple_task_transitions_keep_the_session_state(case, tmp_path, monkeypatch):
+    """``Session._apply_simple`` (whole-GPU and CPU-only tasks without moves) leaves every node, queue and task
+    array bit for bit as the general transition does, after KAI's default actions with their evictions,
+    simulations and rollbacks."""
+    snap = _watch_cluster(case, tmp_path)
+    from scheduler.session import core
+
+    calls = []
+    simple = core.Session._apply_simple
+
+    def counting(self, i, new):
+        calls.append(i)
+        return simple(self, i, new)
+
+    monkeypatch.setattr(core.Session, "_apply_simple", counting)
+    fast = _session_state(_session_after_actions(snap))
+    assert len(calls) > 100 and fast["evictions"]
+    monkeypatch.setattr(core.Session, "_simple_apply", False)
+    calls.clear()
+    assert _session_state(_session_after_actions(snap)) == fast
+    assert not calls

@@ -648,6 +648,10 @@ class Session:
         bookkeeping (a whole GPU taken from idle when a group's memory is all releasing) is not undone by a
         removal, so doing so would drift."""
         self.job_version[self.task_job[i]] += 1
+        if self._simple_apply and self.kind_list[i] <= KIND_WHOLE and new.shadow is None and i not in self.shadow \
+                and i not in self.mig_req:
+            self._apply_simple(i, new)
+            return
         gone = self._copies(self._state(i))
         added = []
         for c in self._copies(new):
@@ -675,6 +679,47 @@ class Session:
         for c in added:
             self._account_copy(i, c, +1)
         self._account_queue(i, +1)
+
+    _simple_apply = True
+    """Use :meth:`_apply_simple` where it applies (tests compare it with the general path)."""
+
+    def _apply_simple(self, i: int, new: _TaskState) -> None:
+        """:meth:`_apply` for a task without shared GPU, MIG instances or releasing copies of earlier moves (on
+        either side): at most one placement changes, accounted with the same calls in the same order, and a
+        status change on the same node writes the node's derived rows once."""
+        st0, n0 = self.status[i], self.node[i]
+        occ0 = n0 >= 0 and st0 in OCCUPIES_NODE
+        occ1 = new.node >= 0 and new.status in OCCUPIES_NODE
+        change = not (occ0 and occ1 and st0 == new.status and n0 == new.node and self.groups[i] == new.groups
+                      and self.indices[i] == new.indices)
+        whole = self.kind_list[i] == KIND_WHOLE
+        ns = self.nodes
+        vec = self.task_vector(i)
+        same_node = occ0 and occ1 and n0 == new.node
+        if occ0 and change:
+            ns.remove(n0, vec, st0, None, self._whole_slots(i, n0, st0) if whole else None, owner=i,
+                      derive=not same_node)
+            self.predicates.remove(i, n0)
+        j = self.task_job[i]
+        q = self.job_queue[j]
+        if q >= 0 and st0 in COUNTS_IN_QUEUE:
+            self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], -1.0)
+        self.status[i] = new.status
+        self.node[i] = new.node
+        self.groups[i] = new.groups
+        self.indices[i] = new.indices
+        self.accepted[i] = new.accepted
+        self.shadow.pop(i, None)
+        if new.evict_prior is None:
+            self.evict_prior.pop(i, None)
+        else:
+            self.evict_prior[i] = new.evict_prior
+        if occ1 and change:
+            n1 = new.node
+            ns.add(n1, vec, new.status, None, self._whole_slots(i, n1, new.status) if whole else None, owner=i)
+            self.predicates.add(i, n1)
+        if q >= 0 and new.status in COUNTS_IN_QUEUE:
+            self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], 1.0)
 
     # ================================================================== jobs
 
