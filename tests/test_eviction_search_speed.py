@@ -163,3 +163,68 @@ def test_simple_task_transitions_keep_the_session_state(case, tmp_path, monkeypa
     calls.clear()
     assert _session_state(_session_after_actions(snap)) == fast
     assert not calls
+
+
+class _NeverHit(dict):
+    """A memo that never answers: every lookup computes afresh (the slow path)."""
+
+    def get(self, key, default=None):
+        return default
+
+
+class _Checked(dict):
+    """A per-job memo ``{j: (job_version, value)}`` that checks every hit against a fresh computation."""
+
+    def __init__(self, session, attr, fresh):
+        super().__init__()
+        self.session, self.attr, self.fresh, self.hits = session, attr, fresh, 0
+
+    def get(self, key, default=None):
+        hit = super().get(key, default)
+        if hit is not None and hit[0] == self.session.job_version[key]:
+            setattr(self.session, self.attr, {})
+            try:
+                assert hit[1] == self.fresh(self.session, key), (self.attr, key)
+            finally:
+                setattr(self.session, self.attr, self)
+            self.hits += 1
+        return hit
+
+
+@pytest.mark.parametrize("case", [6, 44, "whatif-quota"])
+def test_session_memos_answer_as_a_fresh_computation(case, tmp_path, monkeypatch):
+    """The per-job memos of the job order key and of a simulation's chunk (valid while the job's tasks keep their
+    states), the per-task queue amounts and request-shape keys: every memo hit equals the value computed
+    afresh, and with every memo off the decisions are the same."""
+    from scheduler.actions.simulation import sim_tasks_to_allocate
+    from scheduler.ordering import job_order_key
+    from scheduler.session import core
+
+    snap = _watch_cluster(case, tmp_path)
+    memos = []
+    init = core.Session.__init__
+
+    def checked_init(self, *a, **k):
+        init(self, *a, **k)
+        self.job_order_memo = _Checked(self, "job_order_memo", job_order_key)
+        self.sim_tasks_memo = _Checked(self, "sim_tasks_memo", sim_tasks_to_allocate)
+        memos.extend([self.job_order_memo, self.sim_tasks_memo])
+        amount = core.Session.queue_amount
+
+        def checked_amount(i):
+            got = amount(self, i)
+            assert got.tobytes() == np.array([self.accepted[i], float(self.cpu[i]), float(self.mem[i])]).tobytes()
+            return got
+        self.queue_amount = checked_amount
+
+    monkeypatch.setattr(core.Session, "__init__", checked_init)
+    fast = _decisions(snap)
+    assert all(m.hits > 10 for m in memos)
+
+    def uncached_init(self, *a, **k):
+        init(self, *a, **k)
+        self.job_order_memo, self.sim_tasks_memo = _NeverHit(), _NeverHit()
+        self._amount_cache, self._shape_keys = _NeverHit(), _NeverHit()
+
+    monkeypatch.setattr(core.Session, "__init__", uncached_init)
+    assert _decisions(snap) == fast

@@ -195,6 +195,11 @@ class Session:
         # task asks 0 GPU memory, so it fits every shared GPU in use (plugins/gpusharingorder, issue 13 item 1).
         self._gpu_sharing_order = self.config.placement.gpu == "binpack"
         self._tta_cache: dict[int, tuple[int, list[int]]] = {}
+        # per job, (job_version, value): ordering.job_order_key and actions.simulation.sim_tasks_to_allocate
+        self.job_order_memo: dict[int, tuple[int, tuple]] = {}
+        self._amount_cache: dict[int, tuple[float, np.ndarray]] = {}
+        self._shape_keys: dict[int, tuple] = {}   # node_values: the cache key of each task's request
+        self.sim_tasks_memo: dict[int, tuple[int, list[int]]] = {}
         self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
         self._numeric_groups = any(g.isdigit() for g in self.group_ids)
         self.predicates = Predicates(self)
@@ -578,8 +583,15 @@ class Session:
         return vec
 
     def queue_amount(self, i: int) -> np.ndarray:
-        """What the task adds to its queue's Allocated: (accepted GPUs, cpu, memory)."""
-        return np.array([self.accepted[i], float(self.cpu[i]), float(self.mem[i])])
+        """What the task adds to its queue's Allocated: (accepted GPUs, cpu, memory). Do not modify (kept per
+        task while its accepted GPUs stay the same)."""
+        acc = self.accepted[i]
+        hit = self._amount_cache.get(i)
+        if hit is not None and hit[0] == acc and (acc != 0.0 or math.copysign(1.0, acc) == math.copysign(1.0, hit[0])):
+            return hit[1]
+        vec = np.array([acc, float(self.cpu[i]), float(self.mem[i])])
+        self._amount_cache[i] = (acc, vec)
+        return vec
 
     # ================================================================== state transitions
 
@@ -1090,10 +1102,15 @@ class Session:
         if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
                 or i in self.mig_req):
             return None
-        static = self.predicates.static(i)[0]
-        key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
-               None if static is None else id(static),
-               None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i), self.dra_blocked.get(i)))
+        key = self._shape_keys.get(i) if self._dra_nodes is None else None
+        if key is None:
+            static = self.predicates.static(i)[0]
+            key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
+                   None if static is None else id(static),
+                   None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i),
+                                                         self.dra_blocked.get(i)))
+            if self._dra_nodes is None:   # a task's request and static mask stay; its DRA pins do not
+                self._shape_keys[i] = key
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:
