@@ -29,6 +29,20 @@ def _decisions(snap) -> str:
     return json.dumps({"contract": contract, "notes": eviction_notes(result)}, sort_keys=True, default=str)
 
 
+def _spy(monkeypatch, owner, name: str, record) -> list:
+    """Wrap ``owner.name`` so that every call appends ``record(its result)`` to the returned list."""
+    seen: list = []
+    real = getattr(owner, name)
+
+    def spy(*args):
+        result = real(*args)
+        seen.append(record(result))
+        return result
+
+    monkeypatch.setattr(owner, name, spy)
+    return seen
+
+
 @pytest.mark.parametrize("seed", [21, 108, 154])
 def test_preemptor_alone_precheck_keeps_every_decision(seed, tmp_path, monkeypatch):
     """Random clusters under KAI's default actions whose searches reject scenarios by the pre-check: the same
@@ -38,15 +52,7 @@ def test_preemptor_alone_precheck_keeps_every_decision(seed, tmp_path, monkeypat
     write_zip(generate_document(seed, NOW, DEFAULT_ACTIONS), path)
     snap = import_kai_snapshot(str(path)).snapshot
 
-    rejected = []
-    fits_alone = solver_mod.Solver._fits_alone
-
-    def counting(self, pending, allowed):
-        ok = fits_alone(self, pending, allowed)
-        rejected.append(not ok)
-        return ok
-
-    monkeypatch.setattr(solver_mod.Solver, "_fits_alone", counting)
+    rejected = _spy(monkeypatch, solver_mod.Solver, "_fits_alone", lambda ok: not ok)
     fast = _decisions(snap)
     assert any(rejected), "the pre-check never rejected a scenario on this cluster: the test compares nothing"
 
@@ -96,15 +102,7 @@ def test_preemptor_watch_keeps_every_decision(case, tmp_path, monkeypatch):
     (on the what-if cluster, a watch that ended every scenario it follows would change them)."""
     snap = _watch_cluster(case, tmp_path)
 
-    ended = []
-    still_fits = solver_mod._AloneWatch.still_fits
-
-    def counting(self, mark, job):
-        ok = still_fits(self, mark, job)
-        ended.append(not ok)
-        return ok
-
-    monkeypatch.setattr(solver_mod._AloneWatch, "still_fits", counting)
+    ended = _spy(monkeypatch, solver_mod._AloneWatch, "still_fits", lambda ok: not ok)
     fast = _decisions(snap)
     assert any(ended), "the watch never ended a scenario on this cluster: the test compares nothing"
 
@@ -149,14 +147,7 @@ def test_simple_task_transitions_keep_the_session_state(case, tmp_path, monkeypa
     snap = _watch_cluster(case, tmp_path)
     from scheduler.session import core
 
-    calls = []
-    simple = core.Session._apply_simple
-
-    def counting(self, i, new):
-        calls.append(i)
-        return simple(self, i, new)
-
-    monkeypatch.setattr(core.Session, "_apply_simple", counting)
+    calls = _spy(monkeypatch, core.Session, "_apply_simple", lambda _: True)
     fast = _session_state(_session_after_actions(snap))
     assert len(calls) > 100 and fast["evictions"]
     monkeypatch.setattr(core.Session, "_simple_apply", False)
