@@ -35,8 +35,15 @@ def job_order_key(session, j: int) -> tuple:
     """Sort key of KAI's job order (smaller = tried first): priority, elastic state, creation time, then what KAI
     calls the job's UID, which is the PodGroup's name (``PodGroupInfo.UID``, ``cluster_info.snapshotPodGroups``);
     the namespace last, where KAI itself would merge two PodGroups of one name."""
+    memo = session.job_order_memo
+    version = session.job_version[j]
+    hit = memo.get(j)
+    if hit is not None and hit[0] == version:   # the elastic state changes only with the job's tasks
+        return hit[1]
     info = session.jobs[j]
-    return (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
+    key = (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
+    memo[j] = (version, key)
+    return key
 
 
 def dominant_resource_share(allocated: np.ndarray, allocatable: np.ndarray, total: np.ndarray) -> float:

@@ -1,5 +1,6 @@
 """Speed-ups of the eviction search that must not change a decision: the preemptor-alone pre-check of a scenario
-(scheduler/actions/solver.py ``Solver._fits_alone``) and the queue-order key memo (scheduler/ordering.py)."""
+(scheduler/actions/solver.py ``Solver._fits_alone``) and its watch while other jobs are placed first
+(``_AloneWatch``), and the queue-order key memo (scheduler/ordering.py)."""
 
 import json
 
@@ -8,6 +9,7 @@ import pytest
 
 from bench.kai_diff import DEFAULT_ACTIONS, write_zip
 from bench.kai_diff_gen import generate_document
+from bench.whatif_latency import SLIDERS, cluster_64
 from scheduler.actions import solver as solver_mod
 from scheduler.decisions import eviction_notes
 from scheduler.engine import run_session
@@ -27,6 +29,20 @@ def _decisions(snap) -> str:
     return json.dumps({"contract": contract, "notes": eviction_notes(result)}, sort_keys=True, default=str)
 
 
+def _spy(monkeypatch, owner, name: str, record) -> list:
+    """Wrap ``owner.name`` so that every call appends ``record(its result)`` to the returned list."""
+    seen: list = []
+    real = getattr(owner, name)
+
+    def spy(*args):
+        result = real(*args)
+        seen.append(record(result))
+        return result
+
+    monkeypatch.setattr(owner, name, spy)
+    return seen
+
+
 @pytest.mark.parametrize("seed", [21, 108, 154])
 def test_preemptor_alone_precheck_keeps_every_decision(seed, tmp_path, monkeypatch):
     """Random clusters under KAI's default actions whose searches reject scenarios by the pre-check: the same
@@ -36,15 +52,7 @@ def test_preemptor_alone_precheck_keeps_every_decision(seed, tmp_path, monkeypat
     write_zip(generate_document(seed, NOW, DEFAULT_ACTIONS), path)
     snap = import_kai_snapshot(str(path)).snapshot
 
-    rejected = []
-    fits_alone = solver_mod.Solver._fits_alone
-
-    def counting(self, pending, allowed):
-        ok = fits_alone(self, pending, allowed)
-        rejected.append(not ok)
-        return ok
-
-    monkeypatch.setattr(solver_mod.Solver, "_fits_alone", counting)
+    rejected = _spy(monkeypatch, solver_mod.Solver, "_fits_alone", lambda ok: not ok)
     fast = _decisions(snap)
     assert any(rejected), "the pre-check never rejected a scenario on this cluster: the test compares nothing"
 
@@ -77,3 +85,137 @@ def test_queue_key_memo_follows_the_queues_allocated():
     qs._order_memo.clear()
     assert queue_key(s, a, job) == after
     assert queue_key(s, a, [2.0, 1000.0, 2**30]) == after     # a list request reads the same key
+
+
+def _watch_cluster(case, tmp_path):
+    if case == "whatif-quota":   # the 64-node what-if demo with its queue quota slider moved: one session
+        return SLIDERS["queue quota"].apply(cluster_64())
+    path = tmp_path / f"seed-{case}.zip"
+    write_zip(generate_document(case, NOW, DEFAULT_ACTIONS), path)
+    return import_kai_snapshot(str(path)).snapshot
+
+
+@pytest.mark.parametrize("case", [108, 198, "whatif-quota"])
+def test_preemptor_watch_keeps_every_decision(case, tmp_path, monkeypatch):
+    """Following the preemptor's fit while victims are placed before it (``solver._AloneWatch``) ends some
+    scenarios early on these clusters, with the same decisions as placing every job up to the preemptor's turn
+    (on the what-if cluster, a watch that ended every scenario it follows would change them)."""
+    snap = _watch_cluster(case, tmp_path)
+
+    ended = _spy(monkeypatch, solver_mod._AloneWatch, "still_fits", lambda ok: not ok)
+    fast = _decisions(snap)
+    assert any(ended), "the watch never ended a scenario on this cluster: the test compares nothing"
+
+    monkeypatch.setattr(solver_mod.Solver, "watch_alone", False)
+    ended.clear()
+    assert _decisions(snap) == fast
+    assert not ended
+
+
+def _session_after_actions(snap):
+    from scheduler.actions import get_action
+    from scheduler.fairshare import compute_fair_share
+    from scheduler.session import Session
+
+    s = Session(snap, compute_fair_share(snap))
+    for name in snap.config.actions:
+        action = get_action(name)
+        if action is not None:
+            action(s)
+    return s
+
+
+def _session_state(s) -> dict:
+    ns, qs = s.nodes, s.queues
+    arrays = {name: getattr(ns, name).tobytes() for name in
+              ("used", "idle", "rel", "free", "freeT", "idleT", "sh_used", "sh_alloc", "sh_rel", "sh_present",
+               "sh_marked", "slot_whole", "slot_owner", "mig_idle", "mig_rel")}
+    arrays.update(allocated=qs.allocated.tobytes(), allocated_np=qs.allocated_np.tobytes())
+    return {"arrays": arrays, "versions": (ns.version, list(ns.change_log), list(qs.version), list(s.job_version)),
+            "tasks": (list(s.status), list(s.node), [list(g) for g in s.groups], [list(x) for x in s.indices],
+                      list(s.accepted), dict(s.shadow), dict(s.evict_prior)),
+            "groups": ([dict(d) for d in ns.slot_group], [dict(d) for d in ns.group_slot]),
+            "predicates": [list(r) for r in s.predicates.records] if s.predicates.tracking else None,
+            "evictions": [(e.task, e.action, e.preemptor, e.moved_to) for e in s.evictions]}
+
+
+@pytest.mark.parametrize("case", [6, 23, 44, "whatif-quota"])
+def test_simple_task_transitions_keep_the_session_state(case, tmp_path, monkeypatch):
+    """``Session._apply_simple`` (whole-GPU and CPU-only tasks without moves) leaves every node, queue and task
+    array bit for bit as the general transition does, after KAI's default actions with their evictions,
+    simulations and rollbacks."""
+    snap = _watch_cluster(case, tmp_path)
+    from scheduler.session import core
+
+    calls = _spy(monkeypatch, core.Session, "_apply_simple", lambda _: True)
+    fast = _session_state(_session_after_actions(snap))
+    assert len(calls) > 100 and fast["evictions"]
+    monkeypatch.setattr(core.Session, "_simple_apply", False)
+    calls.clear()
+    assert _session_state(_session_after_actions(snap)) == fast
+    assert not calls
+
+
+class _NeverHit(dict):
+    """A memo that never answers: every lookup computes afresh (the slow path)."""
+
+    def get(self, key, default=None):
+        return default
+
+
+class _Checked(dict):
+    """A per-job memo ``{j: (job_version, value)}`` that checks every hit against a fresh computation."""
+
+    def __init__(self, session, attr, fresh):
+        super().__init__()
+        self.session, self.attr, self.fresh, self.hits = session, attr, fresh, 0
+
+    def get(self, key, default=None):
+        hit = super().get(key, default)
+        if hit is not None and hit[0] == self.session.job_version[key]:
+            setattr(self.session, self.attr, {})
+            try:
+                assert hit[1] == self.fresh(self.session, key), (self.attr, key)
+            finally:
+                setattr(self.session, self.attr, self)
+            self.hits += 1
+        return hit
+
+
+@pytest.mark.parametrize("case", [6, 44, "whatif-quota"])
+def test_session_memos_answer_as_a_fresh_computation(case, tmp_path, monkeypatch):
+    """The per-job memos of the job order key and of a simulation's chunk (valid while the job's tasks keep their
+    states), the per-task queue amounts and request-shape keys: every memo hit equals the value computed
+    afresh, and with every memo off the decisions are the same."""
+    from scheduler.actions.simulation import sim_tasks_to_allocate
+    from scheduler.ordering import job_order_key
+    from scheduler.session import core
+
+    snap = _watch_cluster(case, tmp_path)
+    memos = []
+    init = core.Session.__init__
+
+    def checked_init(self, *a, **k):
+        init(self, *a, **k)
+        self.job_order_memo = _Checked(self, "job_order_memo", job_order_key)
+        self.sim_tasks_memo = _Checked(self, "sim_tasks_memo", sim_tasks_to_allocate)
+        memos.extend([self.job_order_memo, self.sim_tasks_memo])
+        amount = core.Session.queue_amount
+
+        def checked_amount(i):
+            got = amount(self, i)
+            assert got.tobytes() == np.array([self.accepted[i], float(self.cpu[i]), float(self.mem[i])]).tobytes()
+            return got
+        self.queue_amount = checked_amount
+
+    monkeypatch.setattr(core.Session, "__init__", checked_init)
+    fast = _decisions(snap)
+    assert all(m.hits > 10 for m in memos)
+
+    def uncached_init(self, *a, **k):
+        init(self, *a, **k)
+        self.job_order_memo, self.sim_tasks_memo = _NeverHit(), _NeverHit()
+        self._amount_cache, self._shape_keys = _NeverHit(), _NeverHit()
+
+    monkeypatch.setattr(core.Session, "__init__", uncached_init)
+    assert _decisions(snap) == fast

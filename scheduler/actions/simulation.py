@@ -25,7 +25,16 @@ from ..session.nodes import GPU
 
 def sim_tasks_to_allocate(session, j: int) -> list[int]:
     """KAI ``GetTasksToAllocate(isRealAllocation=false)``: like allocate's chunk, but tasks evicted in this
-    session (virtually releasing) may be placed again."""
+    session (virtually releasing) may be placed again. Kept per job until one of its tasks changes."""
+    memo = session.sim_tasks_memo
+    version = session.job_version[j]
+    hit = memo.get(j)
+    if hit is None or hit[0] != version:
+        hit = memo[j] = (version, _sim_tasks_to_allocate(session, j))
+    return list(hit[1])
+
+
+def _sim_tasks_to_allocate(session, j: int) -> list[int]:
     st = session.status
     evicted = session.evict_prior
     sets = session.podsets(j)
@@ -304,8 +313,7 @@ def may_fit(session, tasks: list[int]) -> bool:
     if need <= 0:
         return True
     ns = session.nodes
-    free = ns.non_allocated(GPU)
-    return bool((free[ns.ready] >= need).any())
+    return bool(((ns.freeT[GPU] >= need) & ns.ready).any())   # freeT[GPU]: non_allocated(GPU), contiguous
 
 
 def active_used(session, j: int) -> int:

@@ -324,18 +324,26 @@ class Solver:
         placed = False
         pending = list(sc.pending)
         checked = False
+        watch: Optional[_AloneWatch] = None
         for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._pending):
-            if not placed and not checked and jj != j:   # another job goes before the preemptor
-                checked = True
-                if self._alone_decides(pending) and not self._fits_alone(pending, allowed):
-                    stmt.discard()
-                    return None
+            if not placed and jj != j:   # another job goes before the preemptor
+                if not checked:
+                    checked = True
+                    if self._alone_decides(pending):
+                        if not self._fits_alone(pending, allowed):
+                            stmt.discard()
+                            return None
+                        watch = _AloneWatch.start(s, j, pending, allowed) if self.watch_alone else None
+                mark = len(s.nodes.change_log)
             ok = allocate_job_sim(s, stmt, jj, pending if jj == j else None, allowed)
             if jj == j:
                 if not ok:
                     stmt.discard()
                     return None
                 placed = True
+            elif watch is not None and not placed and not watch.still_fits(mark, jj):
+                stmt.discard()   # the preemptor fits nowhere any more: it fails at its turn (see _AloneWatch)
+                return None
         if not placed or (self.validator is not None and not self.validator(j, batches, sc.pending)):
             stmt.discard()
             return None
@@ -372,6 +380,10 @@ class Solver:
         if not may_fit(s, pending) or s.job_over_capacity(self._j, pending) is not None:
             return False
         return s.best_node(pending[0], allowed=allowed) >= 0
+
+    watch_alone = True
+    """Follow the preemptor's fit while jobs are placed before it (:class:`_AloneWatch`); off: only the check
+    before the first of them (tests compare both)."""
 
     # ------------------------------------------------------------------ nodes and jobs
 
@@ -457,6 +469,52 @@ class Solver:
             victim_jobs=list(dict.fromkeys(s.jobs[s.task_job[i]].key for i in victims)),
             tried_before=len(earlier), smaller_tried=sum(1 for n in earlier if n < size),
             probes=[dict(p) for p in rec.probes], budget_stops=list(rec.budget_stops))
+
+
+class _AloneWatch:
+    """The nodes where the preemptor fits, followed while the simulation places other jobs before it.
+
+    Under :meth:`Solver._alone_decides` the preemptor's placement at its turn succeeds exactly when its queue
+    is not over capacity and some allowed node fits it (:func:`.simulation.allocate_job_sim`: the fit check,
+    ``best_node``, ``place``). A job placed before it only takes node resources and queue quota, so nodes only
+    drop out of that set and the capacity check only gets harder: once the set is empty or the queue is over
+    capacity, the scenario fails whatever the rest of the order does, and the victims left are not placed.
+    Only the nodes a placement changed (``NodeState.change_log``) are checked again. Not used on clusters with
+    MIG instances (a whole-GPU request's free GPUs are read beside them) or where the node values are not
+    cached (:meth:`~scheduler.session.Session.node_values`)."""
+
+    __slots__ = ("s", "j", "i", "pending", "nodes", "chain")
+
+    def __init__(self, session, j: int, pending: list, nodes: set):
+        self.s, self.j, self.i, self.pending, self.nodes = session, j, pending[0], pending, nodes
+        q = session.jobs[j].queue
+        self.chain = set(session.queues.chains[q]) if q >= 0 else set()
+
+    @classmethod
+    def start(cls, session, j: int, pending: list, allowed: np.ndarray) -> Optional["_AloneWatch"]:
+        if session._mig_nodes:
+            return None
+        values = session.node_values(pending[0])
+        if values is None:
+            return None
+        return cls(session, j, pending, set(np.nonzero((values > -np.inf) & allowed)[0].tolist()))
+
+    def still_fits(self, mark: int, placed_job: int) -> bool:
+        """After job ``placed_job`` was allocated (node changes logged from ``mark`` on): whether the preemptor
+        still fits somewhere."""
+        s = self.s
+        log = s.nodes.change_log
+        if len(log) > mark:
+            nodes = self.nodes
+            for n in set(log[mark:]):
+                if n in nodes and not s._eval_node(self.i, n)[0]:
+                    nodes.discard(n)
+            if not nodes:
+                return False
+        q = s.jobs[placed_job].queue
+        if q >= 0 and self.chain.intersection(s.queues.chains[q]):
+            return s.job_over_capacity(self.j, self.pending) is None
+        return True
 
 
 _TRACE: list = []

@@ -195,6 +195,11 @@ class Session:
         # task asks 0 GPU memory, so it fits every shared GPU in use (plugins/gpusharingorder, issue 13 item 1).
         self._gpu_sharing_order = self.config.placement.gpu == "binpack"
         self._tta_cache: dict[int, tuple[int, list[int]]] = {}
+        # per job, (job_version, value): ordering.job_order_key and actions.simulation.sim_tasks_to_allocate
+        self.job_order_memo: dict[int, tuple[int, tuple]] = {}
+        self._amount_cache: dict[int, tuple[float, np.ndarray]] = {}
+        self._shape_keys: dict[int, tuple] = {}   # node_values: the cache key of each task's request
+        self.sim_tasks_memo: dict[int, tuple[int, list[int]]] = {}
         self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
         self._numeric_groups = any(g.isdigit() for g in self.group_ids)
         self.predicates = Predicates(self)
@@ -578,8 +583,15 @@ class Session:
         return vec
 
     def queue_amount(self, i: int) -> np.ndarray:
-        """What the task adds to its queue's Allocated: (accepted GPUs, cpu, memory)."""
-        return np.array([self.accepted[i], float(self.cpu[i]), float(self.mem[i])])
+        """What the task adds to its queue's Allocated: (accepted GPUs, cpu, memory). Do not modify (kept per
+        task while its accepted GPUs stay the same)."""
+        acc = self.accepted[i]
+        hit = self._amount_cache.get(i)
+        if hit is not None and hit[0] == acc and (acc != 0.0 or math.copysign(1.0, acc) == math.copysign(1.0, hit[0])):
+            return hit[1]
+        vec = np.array([acc, float(self.cpu[i]), float(self.mem[i])])
+        self._amount_cache[i] = (acc, vec)
+        return vec
 
     # ================================================================== state transitions
 
@@ -648,6 +660,10 @@ class Session:
         bookkeeping (a whole GPU taken from idle when a group's memory is all releasing) is not undone by a
         removal, so doing so would drift."""
         self.job_version[self.task_job[i]] += 1
+        if self._simple_apply and self.kind_list[i] <= KIND_WHOLE and new.shadow is None and i not in self.shadow \
+                and i not in self.mig_req:
+            self._apply_simple(i, new)
+            return
         gone = self._copies(self._state(i))
         added = []
         for c in self._copies(new):
@@ -675,6 +691,47 @@ class Session:
         for c in added:
             self._account_copy(i, c, +1)
         self._account_queue(i, +1)
+
+    _simple_apply = True
+    """Use :meth:`_apply_simple` where it applies (tests compare it with the general path)."""
+
+    def _apply_simple(self, i: int, new: _TaskState) -> None:
+        """:meth:`_apply` for a task without shared GPU, MIG instances or releasing copies of earlier moves (on
+        either side): at most one placement changes, accounted with the same calls in the same order, and a
+        status change on the same node writes the node's derived rows once."""
+        st0, n0 = self.status[i], self.node[i]
+        occ0 = n0 >= 0 and st0 in OCCUPIES_NODE
+        occ1 = new.node >= 0 and new.status in OCCUPIES_NODE
+        change = not (occ0 and occ1 and st0 == new.status and n0 == new.node and self.groups[i] == new.groups
+                      and self.indices[i] == new.indices)
+        whole = self.kind_list[i] == KIND_WHOLE
+        ns = self.nodes
+        vec = self.task_vector(i)
+        same_node = occ0 and occ1 and n0 == new.node
+        if occ0 and change:
+            ns.remove(n0, vec, st0, None, self._whole_slots(i, n0, st0) if whole else None, owner=i,
+                      derive=not same_node)
+            self.predicates.remove(i, n0)
+        j = self.task_job[i]
+        q = self.job_queue[j]
+        if q >= 0 and st0 in COUNTS_IN_QUEUE:
+            self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], -1.0)
+        self.status[i] = new.status
+        self.node[i] = new.node
+        self.groups[i] = new.groups
+        self.indices[i] = new.indices
+        self.accepted[i] = new.accepted
+        self.shadow.pop(i, None)
+        if new.evict_prior is None:
+            self.evict_prior.pop(i, None)
+        else:
+            self.evict_prior[i] = new.evict_prior
+        if occ1 and change:
+            n1 = new.node
+            ns.add(n1, vec, new.status, None, self._whole_slots(i, n1, new.status) if whole else None, owner=i)
+            self.predicates.add(i, n1)
+        if q >= 0 and new.status in COUNTS_IN_QUEUE:
+            self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], 1.0)
 
     # ================================================================== jobs
 
@@ -1024,15 +1081,36 @@ class Session:
             if bonus is not None:
                 sc = sc + bonus
             return int(np.argmax(np.where(fits, sc, -np.inf)))
+        values = self.node_values(i)
+        if values is None:
+            return self.best_node(i, self.fit(i), allowed, bonus)
+        if allowed is not None:  # a topology domain (and its node scores): KAI's node subsets
+            values = np.where(allowed, values if bonus is None else values + bonus, -np.inf)
+        nom = self.nominated.get(i)
+        if nom is not None and values[nom] > -np.inf:
+            values = values.copy()
+            values[nom] += scores.NOMINATED_NODE
+        n = int(np.argmax(values))
+        return n if values[n] > -np.inf else -1
+
+    def node_values(self, i: int) -> Optional[np.ndarray]:
+        """Per node, task ``i``'s local score where it fits and ``-inf`` where it does not, from the cache per
+        request shape that :meth:`best_node` keeps (refreshed for the nodes changed since its last use; do not
+        modify the result). None when the request is scored in full each time (see :meth:`best_node`)."""
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
         if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
                 or i in self.mig_req):
-            return self.best_node(i, self.fit(i), allowed, bonus)
-        static = self.predicates.static(i)[0]
-        key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
-               None if static is None else id(static),
-               None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i), self.dra_blocked.get(i)))
+            return None
+        key = self._shape_keys.get(i) if self._dra_nodes is None else None
+        if key is None:
+            static = self.predicates.static(i)[0]
+            key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
+                   None if static is None else id(static),
+                   None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i),
+                                                         self.dra_blocked.get(i)))
+            if self._dra_nodes is None:   # a task's request and static mask stay; its DRA pins do not
+                self._shape_keys[i] = key
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:
@@ -1053,15 +1131,7 @@ class Session:
                 f = self._eval(i, dirty)
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
-        values = entry[1]
-        if allowed is not None:  # a topology domain (and its node scores): KAI's node subsets
-            values = np.where(allowed, values if bonus is None else values + bonus, -np.inf)
-        nom = self.nominated.get(i)
-        if nom is not None and values[nom] > -np.inf:
-            values = values.copy()
-            values[nom] += scores.NOMINATED_NODE
-        n = int(np.argmax(values))
-        return n if values[n] > -np.inf else -1
+        return entry[1]
 
     # ================================================================== placing one task
 

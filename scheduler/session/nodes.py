@@ -163,9 +163,11 @@ class NodeState:
     # ------------------------------------------------------------------ add / remove one task
 
     def add(self, n: int, vec: np.ndarray, status: str, shared: Optional[list[tuple[int, float]]] = None,
-            whole_slots: Optional[list[int]] = None, owner: int = -1) -> None:
+            whole_slots: Optional[list[int]] = None, owner: int = -1, derive: bool = True) -> None:
         """Account a task on node ``n``: ``vec`` = (whole GPUs, cpu, memory, pods) it takes,
-        ``shared`` = ``[(slot, MiB)]`` for a shared-GPU task, ``whole_slots`` = its device indices."""
+        ``shared`` = ``[(slot, MiB)]`` for a shared-GPU task, ``whole_slots`` = its device indices.
+        ``derive=False`` leaves ``free`` / ``freeT`` / ``idleT`` of the node stale, for a caller that changes the
+        node again at once and calls :meth:`derive` (or a last ``add`` / ``remove`` with it) after."""
         self.version += 1
         self.change_log.append(n)
         self.used[n] += vec
@@ -190,13 +192,12 @@ class NodeState:
                 self.slot_owner[n, s] = owner
         for slot, mem in shared or ():
             self._add_shared(n, slot, mem, status)
-        self.free[n] = self.idle[n] + self.rel[n]
-        self.freeT[:, n] = self.free[n]
-        self.idleT[:, n] = self.idle[n]
+        if derive:
+            self.derive(n)
 
     def remove(self, n: int, vec: np.ndarray, status: str, shared: Optional[list[tuple[int, float]]] = None,
-               whole_slots: Optional[list[int]] = None, owner: int = -1) -> None:
-        """Inverse of :meth:`add` for a task currently accounted with ``status``."""
+               whole_slots: Optional[list[int]] = None, owner: int = -1, derive: bool = True) -> None:
+        """Inverse of :meth:`add` for a task currently accounted with ``status`` (``derive``: as there)."""
         self.version += 1
         self.change_log.append(n)
         self.used[n] -= vec
@@ -218,8 +219,13 @@ class NodeState:
                     self.slot_owner[n, s] = -1
         for slot, mem in shared or ():
             self._remove_shared(n, slot, mem, status)
-        self.free[n] = self.idle[n] + self.rel[n]
-        self.freeT[:, n] = self.free[n]
+        if derive:
+            self.derive(n)
+
+    def derive(self, n: int) -> None:
+        """Recompute node ``n``'s ``free`` row and its columns of ``freeT`` / ``idleT`` from ``idle`` and ``rel``."""
+        free = np.add(self.idle[n], self.rel[n], out=self.free[n])
+        self.freeT[:, n] = free
         self.idleT[:, n] = self.idle[n]
 
     def _add_shared(self, n: int, s: int, mem: float, status: str) -> None:

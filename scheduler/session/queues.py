@@ -70,12 +70,28 @@ class QueueState:
     def add(self, q: int, amount: np.ndarray, non_preemptible: bool, sign: float = 1.0) -> None:
         """Add (``sign=-1``: subtract) ``amount`` to the queue and every ancestor."""
         version = self.version
+        allocated, allocated_np = self.allocated, self.allocated_np
+        if sign == 1.0 or sign == -1.0:   # x - a is x + (-1 × a), bit for bit
+            for a in self.chains[q]:
+                row = allocated[a]
+                if sign > 0:
+                    row += amount
+                else:
+                    row -= amount
+                version[a] += 1
+                if non_preemptible:
+                    row = allocated_np[a]
+                    if sign > 0:
+                        row += amount
+                    else:
+                        row -= amount
+            return
         delta = sign * amount
         for a in self.chains[q]:
-            self.allocated[a] += delta
+            allocated[a] += delta
             version[a] += 1
             if non_preemptible:
-                self.allocated_np[a] += delta
+                allocated_np[a] += delta
 
     # ------------------------------------------------------------------ capacity checks (§c.2)
 
