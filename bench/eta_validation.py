@@ -37,6 +37,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.eta import EtaConfig, WorkloadModel, estimate_eta  # noqa: E402
+from scheduler.eta.calibration import EtaCalibrator  # noqa: E402
 from scheduler.joblog import JobLog, is_allocated  # noqa: E402
 from scheduler.simulate import Simulator  # noqa: E402
 from scheduler.sources.synthetic import generate_scenario  # noqa: E402
@@ -47,7 +48,7 @@ NONTRIVIAL_S = 300.0
 
 def run_seed(seed: int, args) -> pd.DataFrame:
     total_h = args.warmup_hours + args.history_hours + args.hours + args.tail_hours
-    sc = generate_scenario(seed, nodes=args.nodes, horizon_s=total_h * 3600)
+    sc = generate_scenario(seed, nodes=args.nodes, horizon_s=total_h * 3600, offered_load=args.offered_load)
     truth = Simulator(sc.snapshot, sc.arrivals, period_s=args.period)
     if args.warmup_hours > 0:
         truth.run(args.warmup_hours * 3600 - args.period)
@@ -104,6 +105,33 @@ def run_seed(seed: int, args) -> pd.DataFrame:
     return frame
 
 
+def calibrated_replay(frame: pd.DataFrame, coverage: float = 0.8, min_events: int = 20) -> pd.DataFrame:
+    """``frame`` with ``cal_p10_s``/``cal_p50_s``/``cal_p90_s``: what the live planner's calibrator
+    (:class:`~scheduler.eta.calibration.EtaCalibrator`) would have shown for each estimate, knowing only the starts
+    that had happened by then (per seed and mode, estimates replayed in time order). ``calibrated``: False while
+    fewer than ``min_events`` outcomes were known (the model's range is shown)."""
+    out = frame.copy()
+    for col in ("cal_p10_s", "cal_p50_s", "cal_p90_s"):
+        out[col] = out[col.replace("cal_", "")].astype(float)
+    out["calibrated"] = False
+    for _, group in out.groupby(["seed", "mode"], sort=False):
+        cal = EtaCalibrator(coverage=coverage, min_events=min_events)
+        opened: list[tuple[float, str]] = []            # (start time, job) of estimates made so far
+        for at, rows in group.groupby("estimated_at", sort=True):
+            for start, job in sorted(x for x in opened if x[0] <= at):
+                cal.observe_started(job, start)
+            opened = [x for x in opened if x[0] > at]
+            for idx, r in rows.iterrows():
+                q = cal.quantiles(float(at), r["queue"])
+                if q is not None and np.isfinite(r["p50_s"]):
+                    out.loc[idx, ["cal_p10_s", "cal_p50_s", "cal_p90_s"]] = q.range_s(float(r["p50_s"]))
+                    out.loc[idx, "calibrated"] = True
+                cal.add(r["job"], float(at), float(r["p50_s"]), r["queue"])
+                if np.isfinite(r["actual_s"]):
+                    opened.append((float(at) + float(r["actual_s"]), r["job"]))
+    return out
+
+
 def summarise(frame: pd.DataFrame) -> pd.DataFrame:
     """Error quantiles per mode, subset (all / actual wait > 5 min) and queue (plus ``all``)."""
     out = []
@@ -120,6 +148,9 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
                 # when its p50 lies beyond that end; otherwise it was early by at least (end - p50)
                 later = cens["p50_s"] >= cens["censored_after_s"]
                 early_by = (cens["censored_after_s"] - cens["p50_s"])[~later]
+                cal = done[done["calibrated"]] if "calibrated" in done else done.iloc[:0]
+                cal_err = (cal["cal_p50_s"] - cal["actual_s"]).abs()
+                cal_fin = cal[np.isfinite(cal["cal_p50_s"])]
                 out.append({"mode": mode, "subset": subset, "queue": queue, "estimates": len(q),
                             "censored": len(cens),
                             "censored_said_later": later.mean() if len(cens) else math.nan,
@@ -129,8 +160,21 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
                             "median_rel": rel.median(), "p90_rel": rel.quantile(0.9),
                             "median_actual_min": done["actual_s"].median() / 60,
                             "in_p10_p90": inside.mean() if len(done) else math.nan,
+                            # the same started estimates, once the calibrator had enough outcomes: model range vs
+                            # calibrated range, and the median error of the model's p50 vs the corrected p50
+                            "calibrated": len(cal),
+                            "model_in_range": _inside(cal, "p10_s", "p90_s"),
+                            "cal_in_range": _inside(cal, "cal_p10_s", "cal_p90_s"),
+                            "model_median_abs_min": (cal_fin["p50_s"] - cal_fin["actual_s"]).abs().median() / 60,
+                            "cal_median_abs_min": cal_err[np.isfinite(cal_err)].median() / 60,
                             "signed_median_min": (finite["p50_s"] - finite["actual_s"]).median() / 60})
     return pd.DataFrame(out)
+
+
+def _inside(rows: pd.DataFrame, lo: str, hi: str) -> float:
+    if rows.empty:
+        return math.nan
+    return float(((rows["actual_s"] >= rows[lo] - 1) & (rows["actual_s"] <= rows[hi] + 1)).mean())
 
 
 args_floor = 60.0   # relative error divides by max(actual wait, 1 min): a 10 s wait estimated as 40 s is not "300 %"
@@ -140,6 +184,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[101, 102, 103])
     p.add_argument("--nodes", type=int, default=64)
+    p.add_argument("--offered-load", type=float, default=1.0,
+                   help="arrivals offer this multiple of the cluster's GPUs (above 1: a growing backlog)")
     p.add_argument("--warmup-hours", type=float, default=6.0, help="truth runs this long before the log starts")
     p.add_argument("--history-hours", type=float, default=1.0, help="first estimate after this much history")
     p.add_argument("--hours", type=float, default=6.0, help="estimates are made over this many hours")
@@ -151,14 +197,17 @@ def main(argv=None) -> int:
     p.add_argument("--eta-seed", type=int, default=0)
     p.add_argument("--modes", nargs="+", default=list(MODES), choices=list(MODES))
     p.add_argument("--csv", help="write every estimate with its outcome here")
+    p.add_argument("--from-csv", help="summarise the estimates of an earlier --csv instead of simulating")
+    p.add_argument("--min-events", type=int, default=20, help="outcomes before the calibrator takes over")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    frames = []
-    for seed in args.seeds:
-        frames.append(run_seed(seed, args))
-    frame = pd.concat(frames, ignore_index=True)
+    if args.from_csv:
+        frame = pd.read_csv(args.from_csv)
+    else:
+        frame = pd.concat([run_seed(seed, args) for seed in args.seeds], ignore_index=True)
     if args.csv:
         frame.to_csv(args.csv, index=False)
+    frame = calibrated_replay(frame, min_events=args.min_events)
     summary = summarise(frame)
     pd.set_option("display.width", 200)
     first = args.warmup_hours + args.history_hours

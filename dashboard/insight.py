@@ -197,6 +197,8 @@ class InsightTracker:
         if self.eta_enabled:
             self._maybe_estimate(scheduled, now)
         planner = self.planner
+        if planner is not None:
+            planner.observe(scheduled if simulated else snapshot)   # which estimated jobs started (calibration)
         report = planner.current(scheduled) if planner is not None else None
         return Insight(eta=report, eta_note=self.eta_note(now), history=history, costs=costs,
                        cost_history=cost_history, ledger=self.ledger)

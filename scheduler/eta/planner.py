@@ -6,7 +6,9 @@ drop out, jobs that arrived since get a provisional estimate behind their queue'
 when a new estimate is worth its cost: ``every_s`` after the last one, or sooner (not before
 ``min_interval_s``) when the waiting set changed by more than ``changed_fraction`` or a job is still waiting
 past its p90. :meth:`refresh_in_background` runs one estimate at a time on a daemon thread, so the loop never
-waits for it.
+waits for it. An :class:`~scheduler.eta.calibration.EtaCalibrator` learns from the planner's own past
+estimates (:meth:`observe` each tick tells it which jobs started) and :meth:`current` widens the ranges by as much
+as the estimates have been missing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Callable, Optional
 from ..fairshare import min_node_gpu_memory_mib
 from ..joblog import is_allocated, is_waiting, job_gpus, job_shape
 from ..model import Snapshot
+from .calibration import EtaCalibrator
 from .estimate import EtaConfig, estimate_eta
 from .report import EtaEstimate, EtaReport
 from .workload import WorkloadModel
@@ -29,8 +32,10 @@ class EtaPlanner:
 
     def __init__(self, config: Optional[EtaConfig] = None, *, every_s: float = 300.0, min_interval_s: float = 30.0,
                  changed_fraction: float = 0.25,
-                 estimate: Callable[..., EtaReport] = estimate_eta) -> None:
+                 estimate: Callable[..., EtaReport] = estimate_eta,
+                 calibrator: Optional[EtaCalibrator] = None) -> None:
         self.config = config or EtaConfig()
+        self.calibrator = calibrator if calibrator is not None else EtaCalibrator()
         self.every_s, self.min_interval_s, self.changed_fraction = every_s, min_interval_s, changed_fraction
         self._estimate = estimate
         self.report: Optional[EtaReport] = None
@@ -65,6 +70,7 @@ class EtaPlanner:
     def refresh(self, snapshot: Snapshot, workload: Optional[WorkloadModel] = None) -> EtaReport:
         """Make a new estimate now (blocking) and keep it."""
         report = self._estimate(snapshot, workload, self.config)
+        self.calibrator.record(report)
         with self._lock:
             self.report = report
             self.refreshes += 1
@@ -93,12 +99,16 @@ class EtaPlanner:
         except Exception as exc:  # noqa: BLE001 — an estimate must never take the loop down
             self.last_error = f"{type(exc).__name__}: {exc}"
 
+    def observe(self, snapshot: Snapshot) -> None:
+        """Tell the calibrator which estimated jobs have started by ``snapshot`` (call once per tick)."""
+        self.calibrator.observe(snapshot)
+
     def current(self, snapshot: Snapshot) -> Optional[EtaReport]:
-        """The last report re-based to ``snapshot`` (None before the first estimate)."""
+        """The last report re-based to ``snapshot``, ranges calibrated (None before the first estimate)."""
         report = self.report
         if report is None:
             return None
-        return rebase(report, snapshot)
+        return self.calibrator.calibrate(rebase(report, snapshot))
 
 
 def rebase(report: EtaReport, snapshot: Snapshot) -> EtaReport:

@@ -36,7 +36,8 @@ class EtaEstimate:
     share of runs). ``blocker``: the most common reason it could start across runs ("after llm/train-7
     finishes"); ``blocker_job`` the job named; ``blocker_duration_source`` where that job's run time came from.
     ``reason``/``message``: the engine's reason it waits now. ``never``: it cannot start on this cluster at all
-    (``message`` says why), so it was not simulated.
+    (``message`` says why), so it was not simulated. ``range_basis``: ``"model"`` when p10/p90 are the spread of
+    the forward runs, else how they were calibrated (:mod:`scheduler.eta.calibration`).
     """
 
     job: str
@@ -58,6 +59,7 @@ class EtaEstimate:
     message: str = ""
     never: bool = False
     provisional: bool = False
+    range_basis: str = "model"
 
     @property
     def text(self) -> str:
@@ -102,7 +104,7 @@ class RunningEstimate:
 
 ESTIMATE_COLUMNS = ["job", "queue", "priority", "gpus", "shape", "waiting_s", "eta_p10_s", "eta_p50_s", "eta_p90_s",
                     "start_p50", "started_runs", "runs", "blocker", "blocker_job", "blocker_duration_source",
-                    "reason", "never", "provisional", "text"]
+                    "reason", "never", "provisional", "range_basis", "text"]
 """Columns of :meth:`EtaReport.frame` (``start_p50``: absolute time, seconds since the epoch; inf beyond)."""
 
 QUEUE_COLUMNS = ["queue", "pending_jobs", "never", "next_start_s", "eta_p50_s", "eta_max_s", "beyond_horizon"]
@@ -140,7 +142,7 @@ class EtaReport:
         for e in self.estimates.values():
             rows.append([e.job, e.queue, e.priority, e.gpus, e.shape, e.waiting_s, e.p10_s, e.p50_s, e.p90_s,
                          self.time + e.p50_s, e.started_runs, e.runs, e.blocker, e.blocker_job,
-                         e.blocker_duration_source, e.reason, e.never, e.provisional, e.text])
+                         e.blocker_duration_source, e.reason, e.never, e.provisional, e.range_basis, e.text])
         frame = pd.DataFrame(rows, columns=ESTIMATE_COLUMNS)
         return frame.sort_values(["eta_p50_s", "waiting_s"], ascending=[True, False], kind="stable",
                                  ignore_index=True)
