@@ -119,6 +119,10 @@ class PendingView(View):
         return (f' <span class="kd-muted">(run time of {html.escape(est.blocker_job or "the blocker")}: '
                 f'{html.escape(est.blocker_duration_source)})</span>')
 
+    def fold(self):
+        # first screen: the table; the selected job's card below
+        return [(self._layout, 3)]
+
     def _update(self):
         m = self.model
         reasons = m.reasons()
