@@ -52,20 +52,6 @@ def configure_panel(theme: str = "dark") -> None:
     ensure_css()
 
 
-def configure_server() -> None:
-    """Server settings for ``kaidash serve``: answer a page request at once and build the session meanwhile.
-
-    Bokeh builds a session (the whole view as a document) before it sends a page's HTML; the browser only then
-    loads Panel's and Bokeh's scripts and opens the websocket. With Panel's ``reuse_sessions="warm"`` the HTML
-    comes from an earlier session (it is the same template for every view: the roots are matched by position,
-    not by id) and the new session is built right after the answer, while the browser loads and runs the
-    scripts. The reused page is keyed by path and cookies, so a logged-in user's page never serves another's;
-    the session the browser connects to is always its own (built from its own request: view, query, user).
-    """
-    pn.config.reuse_sessions = "warm"
-    pn.config.session_key_func = lambda request: (request.path, request.headers.get("Cookie", ""))
-
-
 MATH_DELIMITERS = ("$", "\\(", "\\[")
 
 
@@ -273,6 +259,11 @@ def build_app(loop: Optional[LiveLoop] = None, selection: Optional[Selection] = 
     if loop is None:
         loop = get_loop(SourceOptions.from_args(sys.argv[1:], base=SourceOptions.from_env()))
     loop.hold_searches(5.0)            # a page is being built: why-pending searches wait
+    page_built = loop.page_build_started()    # and the next tick waits until its document is made (<= 1 s)
+    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        pn.state.curdoc.add_next_tick_callback(page_built)     # runs once Panel has made the document
+    else:
+        page_built()
     selection = selection or Selection()
     if sync_url and pn.state.location is not None:
         query = dict(pn.state.location.query_params or {})

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     load_prices(options.prices)               # a bad price file: exit 1 before serving (the loop reads it again)
     import panel as pn
 
-    from .app import build_app, configure_panel, configure_server
+    from .app import build_app, configure_panel
     from .loop import get_loop
     from .server import extra_patterns
 
@@ -68,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
     auth = serve_kwargs(args)                  # Panel's basic auth / OAuth options (dashboard/auth.py)
     configure_access(access_map_from(args))    # optional per-user queue scopes
     configure_panel()
-    configure_server()                         # the page's HTML at once, the session built meanwhile
     loop = get_loop(options, start=False)
     if feed is not None:
         loop.switch(feed=feed)                 # the snapshot read above, not read twice

@@ -105,3 +105,29 @@ def test_mathjax_is_still_served_to_a_page_with_math():
     plain = Document()
     pn.Column(pn.pane.HTML("costs $5 and $6")).server_doc(plain)      # math off (the HTML pane's default)
     assert not any("mathjax" in f for f in _js(plain.roots))
+
+
+def test_a_tick_waits_for_a_page_build_but_never_long():
+    import threading
+    import time
+
+    from dashboard.loop import LiveLoop
+    from dashboard.options import SourceOptions
+
+    loop = LiveLoop(SourceOptions(source="sim", nodes=4, seed=1))
+    loop.MAX_TICK_HOLD_S = 0.6
+    done = loop.page_build_started()
+    threading.Timer(0.2, done).start()                 # the page's document is made after 0.2 s
+    t0 = time.monotonic()
+    loop._wait_for_page_builds()
+    assert 0.15 <= time.monotonic() - t0 < 0.55        # the tick waited for it, not for the whole hold
+
+    loop.page_build_started()                          # a build never reported done ...
+    t0 = time.monotonic()
+    loop._wait_for_page_builds()
+    assert 0.55 <= time.monotonic() - t0 < 1.5         # ... holds a tick at most MAX_TICK_HOLD_S
+    loop.PAGE_BUILD_FORGET_S = 0.0
+    t0 = time.monotonic()
+    loop._wait_for_page_builds()                       # and is forgotten after PAGE_BUILD_FORGET_S
+    assert time.monotonic() - t0 < 0.1
+    assert not loop._building()
