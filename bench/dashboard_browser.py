@@ -1,20 +1,32 @@
 """The dashboard in a real browser: frames per second while the loop ticks, and time to a rendered view.
 
 For each cluster size a real ``kaidash serve`` (the embedded simulated cluster, ``--nodes N``) runs on
-loopback and Debian's headless Chromium (Playwright) opens every view by URL (``?view=X``):
+loopback and Debian's headless Chromium (Playwright) opens every view:
 
-* **render**: wall time from navigation start to the view's content on screen (the view's ready element,
-  e.g. a table row or the GPU canvas, is visible and two animation frames have been painted after it);
+* **render, cold**: wall time from navigation start (``?view=X`` typed in a new browser profile: empty cache)
+  to the view's content on screen (its ready element, e.g. a table row or the GPU canvas, visible and two
+  animation frames painted after it). Split into phases: the page's HTML (the server built the session), its
+  scripts loaded and run, the document received over the websocket, the view's title attached; and, when the
+  served checkout sends the parts below the first screen after it, **complete** (``data-complete`` on the title);
+* **render, warm**: the same in a browser profile that loaded the dashboard before (Panel's and Bokeh's
+  scripts come from the HTTP cache), e.g. a second tab or a reload;
+* **in-app**: a click on the view's button in the sidebar of an open page (no page load), to the rendered view;
+* **CPU**: during a render, the server's main thread CPU (``/proc``; page build, websockets, static files) and
+  the CPU of Chromium's processes (``/proc``); on an idle machine a render takes about their sum, which does not
+  depend on the machine's load as the wall times do;
 * **fps**: ``requestAnimationFrame`` callbacks counted in the page over ``--seconds`` (15 s) while the loop
   publishes ticks and the session re-renders; also the longest frame, the main-thread time blocked in long
   tasks (PerformanceObserver ``longtask``) and how many ticks the page received in the window.
 
-Budgets (issue 16): every view >= 30 frames/s while ticking, rendered <= 2 s after navigation.
+Renders are medians of ``--repeats`` (3). Budgets (issue 16): every view >= 30 frames/s while ticking,
+rendered <= 2 s after navigation.
 
-    python bench/dashboard_browser.py [--sizes 64,1000] [--seconds 15] [--views overview,gpus] [--json OUT]
+    python bench/dashboard_browser.py [--sizes 64,1000] [--seconds 15] [--repeats 3] [--views overview,gpus]
+                                      [--json OUT] [--root CHECKOUT]
 
 The output is a Markdown table (``docs/dashboard.md``). The machine's load is printed with it: a shared
-2-core machine makes frame rates noisy, so compare runs taken under the same load.
+2-core machine makes render times and frame rates noisy, so compare runs taken at the same time (run a
+``--root`` export of the older commit beside it).
 """
 
 from __future__ import annotations
@@ -156,13 +168,15 @@ def _render(page, url: str, view: str, click: str = "", server: "Server | None" 
     content: its ready element visible and two frames painted after it. Returns the render time and its phases
     (seconds since navigation start): the page's HTML (the server built the session), its scripts loaded and run,
     the document received over the websocket, the view's title attached; and the CPU both sides spent meanwhile:
-    the server's main thread (``server_cpu_s``) and the page's renderer main thread (``browser_cpu_s``, Chromium's
-    TaskDuration), which on an idle machine is roughly what the render would take."""
+    the server's main thread (``server_cpu_s``), Chromium's processes (``browser_cpu_s``) and the page's renderer
+    main thread busy time (``browser_busy_s``, Chromium's TaskDuration, which grows when the machine is crowded).
+    On an idle machine a render takes about the two CPU figures added (the sides mostly wait for each other)."""
     marks: dict = {}
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
     busy0 = _task_duration(cdp)
     cpu0 = server.main_thread_cpu_s() if server else None
+    chrome0 = browser_cpu_s()
     t0 = time.perf_counter()
 
     def on_ws(ws):
@@ -188,7 +202,8 @@ def _render(page, url: str, view: str, click: str = "", server: "Server | None" 
         page.locator(f'[data-view="{view}"][data-complete]').wait_for(state="attached", timeout=120_000)
         page.evaluate(TWO_FRAMES_JS)
         marks["complete_s"] = time.perf_counter() - t0
-    marks["browser_cpu_s"] = _task_duration(cdp) - busy0
+    marks["browser_busy_s"] = _task_duration(cdp) - busy0
+    marks["browser_cpu_s"] = browser_cpu_s() - chrome0
     cdp.detach()
     if server is not None:
         marks["server_cpu_s"] = server.main_thread_cpu_s() - cpu0
@@ -196,6 +211,34 @@ def _render(page, url: str, view: str, click: str = "", server: "Server | None" 
         marks.update(page.evaluate(NAV_JS))
         page.remove_listener("websocket", on_ws)
     return {"render_s": render_s, **{k: round(v, 3) for k, v in marks.items()}}
+
+
+def browser_cpu_s() -> float:
+    """CPU seconds used so far by the Chromium processes this benchmark started (every process below this
+    one whose name says chromium: browser, renderers, GPU and network services), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        pid = int(entry)
+        names[pid] = head.split("(", 1)[1]
+        children.setdefault(int(fields[1]), []).append(pid)
+        ticks[pid] = int(fields[11]) + int(fields[12])
+    total, todo = 0, list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if "chrom" in names.get(pid, ""):
+            total += ticks.get(pid, 0)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _task_duration(cdp) -> float:
@@ -276,8 +319,9 @@ def markdown(results: list[dict]) -> str:
     """One row per view; per size: frames/s while ticking, render with an empty cache, with a warm cache, and
     in-app (a click in the sidebar)."""
     sizes = sorted({r["nodes"] for r in results})
-    head = "| view | " + " | ".join(f"{n:,} nodes: fps | render: cold | warm | in-app" for n in sizes) + " |"
-    sep = "|---|" + "---|---|---|---|" * len(sizes)
+    head = "| view | " + " | ".join(f"{n:,} nodes: fps | render: cold | warm | in-app | CPU: server + browser (cold)"
+                                    for n in sizes) + " |"
+    sep = "|---|" + "---|---|---|---|---|" * len(sizes)
     lines = [head, sep]
 
     def secs(v):
@@ -287,11 +331,13 @@ def markdown(results: list[dict]) -> str:
         for n in sizes:
             r = next((x for x in results if x["nodes"] == n and x["view"] == view), None)
             if r is None or r.get("error"):
-                cells += ["–", "–" if r is None else "failed", "–", "–"]
+                cells += ["–", "–" if r is None else "failed", "–", "–", "–"]
                 continue
             fps_ok = "" if r["fps"] >= BUDGET_FPS else " ✗"
+            cpu = (f"{r['server_cpu_s']:.2f} + {r['browser_cpu_s']:.2f} s"
+                   if r.get("server_cpu_s") is not None and r.get("browser_cpu_s") is not None else "–")
             cells += [f"{r['fps']:.0f}{fps_ok}", secs(r["render_s"]), secs(r.get("warm_render_s")),
-                      secs(r.get("switch_s"))]
+                      secs(r.get("switch_s")), cpu]
         lines.append(f"| {view} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
