@@ -14,6 +14,7 @@ import time as _time
 from typing import Optional
 
 import panel as pn
+from panel.io.callbacks import PeriodicCallback
 from panel.theme.fast import Fast
 
 from dashboard import display
@@ -46,7 +47,38 @@ def configure_panel(theme: str = "dark") -> None:
         Fast._resources = {**Fast._resources, "font": {}}
     # no notifications extension: the header says what toasts would
     pn.extension("tabulator", design="fast", theme=theme, sizing_mode="stretch_width")
+    pn.config.browser_info = False      # nothing reads pn.state.browser_info: one model less per session
+    _mathjax_only_for_math()
     ensure_css()
+
+
+MATH_DELIMITERS = ("$", "\\(", "\\[")
+
+
+def _mathjax_only_for_math() -> None:
+    """Serve Bokeh's MathJax bundle (1.8 MB of script to parse on every page load) only to a page that shows math.
+
+    Panel adds it to any page with one of its HTML models among the document's roots (the template's busy
+    indicator is one), whether or not any text holds math. Panel decides in
+    ``panel.io.resources._panel_use_mathjax``; it is replaced by a test that keeps MathJax when a model of the
+    page renders math (``disable_math`` off) and its text holds a math delimiter when the page is served. The dashboard shows no math; text that arrives later with a
+    ``$`` renders as plain text (Panel's HTML view skips math when MathJax is not loaded).
+    """
+    from panel.io import resources
+    from panel.models.markup import HTML as PanelHTML
+
+    if getattr(resources._panel_use_mathjax, "kaidash", False):
+        return
+
+    def shows_math(obj) -> bool:
+        text = getattr(obj, "text", "") or ""
+        return (isinstance(obj, PanelHTML) and not obj.disable_math
+                and any(d in text for d in MATH_DELIMITERS))
+
+    def use_mathjax(roots) -> bool:
+        return any(shows_math(model) for root in roots for model in root.references())
+    use_mathjax.kaidash = True
+    resources._panel_use_mathjax = use_mathjax
 
 
 class Dashboard(pn.viewable.Viewer):
@@ -91,7 +123,7 @@ class Dashboard(pn.viewable.Viewer):
         self.main = pn.Column(sizing_mode="stretch_width")
         self.title = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10, 5, 10))
         self.source.on_change(self._on_source)
-        self._show(self.selection.view)
+        self._show(self.selection.view, first_page=True)
         self._update_status()
         self._callback = None
         self._doc = None
@@ -129,13 +161,28 @@ class Dashboard(pn.viewable.Viewer):
         self._show(self.selection.view)
         self._update_status()
 
-    def _show(self, name: str) -> None:
+    def _show(self, name: str, first_page: bool = False) -> None:
+        """Show view ``name``. On the page's first document only what the first screen shows is sent; the rest
+        of the view follows as soon as the browser has drawn it (``pn.state.onload``), so a new page shows its
+        content sooner. ``data-complete`` on the title says the whole view is there."""
         if self.loop is not None:
             self.loop.hold_searches(5.0)        # building and drawing a view come before why-pending searches
         v = self.view(name)
         v.refresh()
-        self.title.object = f'<h2 style="margin:4px 0" data-view="{name}">{VIEW_TITLES[name]}</h2>'
+        # only a served page the browser has not drawn yet (elsewhere onload would run at once)
+        restore = v.defer_below_fold() if first_page and not pn.state.loaded else None
+        self._set_title(name, complete=restore is None)
         self.main.objects = [self.notice_row, self.scope_row, self.title, v]
+        if restore is not None:
+            def complete() -> None:
+                restore()
+                if self.selection.view == name:
+                    self._set_title(name, complete=True)
+            pn.state.onload(complete)
+
+    def _set_title(self, name: str, complete: bool) -> None:
+        flag = " data-complete" if complete else ""
+        self.title.object = f'<h2 style="margin:4px 0" data-view="{name}"{flag}>{VIEW_TITLES[name]}</h2>'
 
     def tick(self) -> None:
         """Periodic: heartbeat and live status, announcements, and the active view if a new tick arrived.
@@ -181,7 +228,10 @@ class Dashboard(pn.viewable.Viewer):
         """Start this session's refresh (server only)."""
         if self._callback is None and pn.state.curdoc is not None:
             self._doc = pn.state.curdoc
-            self._callback = pn.state.add_periodic_callback(self.tick, period=int(self.refresh_s * 1000))
+            # background: the heartbeat is not work the user waits for, so it does not flip the header's busy
+            # spinner (two websocket messages and a redraw per second per page otherwise)
+            self._callback = PeriodicCallback(callback=self.tick, period=int(self.refresh_s * 1000), background=True)
+            self._callback.start()
             pn.state.curdoc.on_session_destroyed(lambda ctx: self.source.close())
 
     def template(self) -> pn.template.BaseTemplate:
@@ -209,6 +259,11 @@ def build_app(loop: Optional[LiveLoop] = None, selection: Optional[Selection] = 
     if loop is None:
         loop = get_loop(SourceOptions.from_args(sys.argv[1:], base=SourceOptions.from_env()))
     loop.hold_searches(5.0)            # a page is being built: why-pending searches wait
+    page_built = loop.page_build_started()    # and the next tick waits until its document is made (<= 1 s)
+    if pn.state.curdoc is not None and pn.state.curdoc.session_context is not None:
+        pn.state.curdoc.add_next_tick_callback(page_built)     # runs once Panel has made the document
+    else:
+        page_built()
     selection = selection or Selection()
     if sync_url and pn.state.location is not None:
         query = dict(pn.state.location.query_params or {})

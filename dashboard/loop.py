@@ -13,6 +13,7 @@ never stops the loop: the last good tick stays published and the state says ``st
 
 from __future__ import annotations
 
+
 import dataclasses
 import logging
 import threading
@@ -225,6 +226,8 @@ class LiveLoop:
         self._explained: dict[str, tuple[int, Any]] = {}
         self._last_input: Optional[tuple[Snapshot, Any]] = None
         self._searches_held_until = 0.0
+        self._pages_building: dict[object, float] = {}
+        self._pages_lock = threading.Lock()
         self.explain_ms_last = 0.0
         self.last_timings: dict[str, float] = {}
         self.own_metrics = _own_metrics() if publish_metrics else None   # a session's private loop serves none
@@ -377,6 +380,38 @@ class LiveLoop:
         the loop's lowest-priority work and hold the interpreter while they run)."""
         self._searches_held_until = max(self._searches_held_until, _time.monotonic() + seconds)
 
+    MAX_TICK_HOLD_S = 1.0
+    """The longest a tick waits for page builds (data age grows by at most this)."""
+    PAGE_BUILD_FORGET_S = 5.0
+    """A page build not reported done after this long no longer holds ticks (a session that failed)."""
+
+    def page_build_started(self) -> Callable[[], None]:
+        """A browser session's page is being built: the next tick waits (at most :attr:`MAX_TICK_HOLD_S`) until
+        the returned function is called, so the tick and the page do not share the interpreter and the page
+        reaches the browser sooner."""
+        token = object()
+        with self._pages_lock:
+            self._pages_building[token] = _time.monotonic()
+
+        def finished() -> None:
+            with self._pages_lock:
+                self._pages_building.pop(token, None)
+        return finished
+
+    def _building(self) -> bool:
+        now = _time.monotonic()
+        with self._pages_lock:
+            return any(now - t < self.PAGE_BUILD_FORGET_S for t in self._pages_building.values())
+
+    def _wait_for_page_builds(self) -> None:
+        deadline = _time.monotonic() + self.MAX_TICK_HOLD_S
+        while self._building() and _time.monotonic() < deadline and not self._stop.is_set():
+            _time.sleep(0.02)
+        now = _time.monotonic()
+        with self._pages_lock:
+            for token in [k for k, t in self._pages_building.items() if now - t >= self.PAGE_BUILD_FORGET_S]:
+                del self._pages_building[token]
+
     def explain_between_ticks(self, deadline: float) -> int:
         """Counterfactual searches on the last tick, one job at a time, until ``deadline`` (``time.monotonic``);
         returns how many jobs were explained. Jobs never explained go first, then the longest waiting; each
@@ -484,6 +519,7 @@ class LiveLoop:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            self._wait_for_page_builds()
             began = _time.monotonic()
             try:
                 self.step(explain=False)

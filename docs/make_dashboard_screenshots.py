@@ -42,6 +42,7 @@ def main() -> int:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"{server.url}?view={view}", wait_until="networkidle", timeout=120_000)
                 page.locator(READY[view]).first.wait_for(state="visible", timeout=120_000)
+                page.locator("[data-view][data-complete]").wait_for(state="attached", timeout=120_000)
                 page.wait_for_timeout(2500)
                 path = out / f"{view}.png"
                 page.screenshot(path=str(path))

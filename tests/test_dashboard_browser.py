@@ -136,8 +136,11 @@ class Page:
         self.page.on("request", lambda r: self.requests.append(r.url))
 
     def open(self, url: str, ready: str = "[data-view]") -> None:
+        """Go to ``url`` and wait for ``ready`` and for the whole view (the parts below the first screen follow
+        the first document: ``data-complete`` on the view's title)."""
         self.page.goto(url, wait_until="networkidle", timeout=90_000)
         self.page.wait_for_selector(ready, timeout=60_000)
+        self.page.wait_for_selector("[data-view][data-complete]", state="attached", timeout=60_000)
 
     def off_loopback(self) -> list[str]:
         return [u for u in self.requests if not re.match(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob):", u)]

@@ -34,7 +34,7 @@ def _open(browser, server, size):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("request", lambda r: requests.append(r.url))
     page.goto(f"{server.url}?view=gpus", wait_until="networkidle", timeout=90_000)
-    page.wait_for_selector('[data-view="gpus"]', timeout=60_000)
+    page.wait_for_selector('[data-view="gpus"][data-complete]', timeout=60_000)
     page.get_by_text("node(s) match").wait_for(timeout=60_000)
     page.wait_for_timeout(1500)       # the first render lands before a person's first click
     return page, errors, requests

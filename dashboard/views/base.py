@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import panel as pn
 import param
@@ -55,6 +55,28 @@ class View(pn.viewable.Viewer):
         self.model.state = state
         self.model.sync()
         self._update()
+
+    def fold(self) -> list[tuple[pn.layout.ListLike, int]]:
+        """Where the first screen (1280×720) ends: ``(container, k)`` pairs whose children after the first ``k``
+        lie below it. Nothing by default."""
+        return []
+
+    def defer_below_fold(self) -> Optional[Callable[[], None]]:
+        """Take the children below the fold (:meth:`fold`) out of their containers, so that a new page's first
+        document holds only what the first screen shows; returns the function that puts them back (or None when
+        nothing was taken). The components stay built and updated; only their Bokeh models wait."""
+        held = []
+        for box, k in self.fold():
+            if len(box.objects) > k:
+                held.append((box, list(box.objects)))
+                box.objects = box.objects[:k]
+        if not held:
+            return None
+
+        def restore() -> None:
+            for box, objects in held:
+                box.objects = objects
+        return restore
 
     def _build(self) -> pn.viewable.Viewable:
         raise NotImplementedError

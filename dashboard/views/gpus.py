@@ -386,6 +386,10 @@ class GpusView(View):
 
     # ---------------------------------------------------------------------------------------- render
 
+    def fold(self):
+        # first screen: the filters and the grid; the selected node's slices and the grid as a table below
+        return [(self._layout, 7)]
+
     def _update(self):
         m = self.model
         for widget, options in ((self.pool, m.pools()), (self.gpu_model, m.models()), (self.queue, m.queues())):

@@ -119,7 +119,7 @@ class OverviewView(View):
         self.health = pn.pane.HTML("", sizing_mode="stretch_width")
         self.waits = pn.pane.HTML("", sizing_mode="stretch_width")
         self.bars = share_bars()
-        self.empty = pn.pane.Markdown("", visible=False)
+        self.empty = pn.pane.Markdown("", visible=False, disable_math=True)
         return pn.Column(
             self.empty, self.kpis,
             pn.Row(pn.Card(self.alerts, title="Top alerts", sizing_mode="stretch_width", collapsible=False),
@@ -131,6 +131,10 @@ class OverviewView(View):
                     title="GPUs per leaf queue: deserved → fair share → allocated → requested",
                     sizing_mode="stretch_width", collapsible=False),
             sizing_mode="stretch_width")
+
+    def fold(self):
+        # first screen: the cards and alerts; waits and cost and the per-queue bars below
+        return [(self._layout, 3)]
 
     def _update(self):
         m = self.model

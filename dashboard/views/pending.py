@@ -126,6 +126,10 @@ class PendingView(View):
                          "range: spread of the forward runs, not yet calibrated against past starts")
         return f' <span class="kd-muted" data-eta-basis>({"; ".join(parts)})</span>' if parts else ""
 
+    def fold(self):
+        # first screen: the table; the selected job's card below
+        return [(self._layout, 3)]
+
     def _update(self):
         m = self.model
         reasons = m.reasons()

@@ -24,12 +24,17 @@ MEASURE_LABELS = {"deserved": "deserved", "fair_share": "fair share", "allocated
                   "requested": "requested"}
 TOOLS = "box_zoom,reset,save"
 
-HOURS_MINUTES = CustomJSTickFormatter(code="""
+HOURS_MINUTES_JS = """
 const s = Math.max(0, Math.round(tick));
 if (s < 3600) return Math.floor(s / 60) + 'm';
 return Math.floor(s / 3600) + 'h' + String(Math.floor(s % 3600 / 60)).padStart(2, '0');
-""")
-"""Axis ticks of a duration in seconds as ``45m``, ``13h05``."""
+"""
+
+
+def hours_minutes() -> CustomJSTickFormatter:
+    """Axis ticks of a duration in seconds as ``45m``, ``13h05``: a new formatter per axis (a Bokeh model may
+    belong to one document only, and every browser session is a document)."""
+    return CustomJSTickFormatter(code=HOURS_MINUTES_JS)
 
 DURATION_HOVER = """
 const s = Math.max(0, Math.round(value));
@@ -162,7 +167,7 @@ class TimeSeries:
         self.fig.xaxis.axis_label = "cluster time"
         self.fig.yaxis.axis_label = ylabel
         if duration:
-            self.fig.yaxis.formatter = HOURS_MINUTES
+            self.fig.yaxis.formatter = hours_minutes()
             # ticks on whole minutes and hours (1, 2, 5, 10, 15, 30 min, 1, 2, 5, 10 h ...), not 1h40 / 2h13
             self.fig.yaxis.ticker = AdaptiveTicker(base=60, mantissas=[1, 2, 5, 10, 15, 30], min_interval=60)
         self.fig.y_range.start = 0
@@ -210,4 +215,4 @@ def queue_colour_cycle(i: int) -> str:
 
 __all__ = ["GroupedBars", "TimeSeries", "assign_columns", "share_bars", "update_share_bars", "MEASURES",
            "MEASURE_COLOURS",
-           "HOURS_MINUTES"]
+           "hours_minutes"]

@@ -113,6 +113,10 @@ class QueuesView(View):
         if event.new:
             self._on_click(type("E", (), {"row": event.new[0]}))
 
+    def fold(self):
+        # first screen: the queue table and its status panel; the per-queue bars and the selected queue below
+        return [(self._layout, 4)]
+
     def _update(self):
         m = self.model
         df = m.frame()

@@ -53,6 +53,10 @@ class TimelineView(View):
         self.model.window_s = seconds
         self._update()
 
+    def fold(self):
+        # first screen: the per-queue chart and the two beside each other under it; wait and cost charts below
+        return [(self._layout, 3)]
+
     def _update(self):
         m = self.model
         totals = m.totals()

@@ -148,7 +148,7 @@ class WhatIfView(View):
         self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after", "explanation"]), height=220,
                           name="whatif-jobs",
                           empty="No job changes outcome")
-        result = pn.Column(self.changes, self.outcome,
+        self.result = result = pn.Column(self.changes, self.outcome,
                            pn.Card(self.summary, title="Cluster: before | after | Δ", sizing_mode="stretch_width",
                                    collapsible=False),
                            pn.Card(self.queues, title="Per queue: before | after | Δ", sizing_mode="stretch_width",
@@ -228,6 +228,10 @@ class WhatIfView(View):
         return io.StringIO(self.model.modified_snapshot_text("yaml"))
 
     # ---------------------------------------------------------------------------------------- render
+
+    def fold(self):
+        # first screen: the controls and the before | after tables; the fair-share chart and job changes below
+        return [(self.result, 4)]
 
     def _update(self):
         # The what-if works on its pinned base: new live ticks do not move it (press "Pin latest live state").
