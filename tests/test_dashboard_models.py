@@ -88,13 +88,15 @@ def test_queue_frame_has_the_hand_derived_fair_shares_and_allocations(state):
     assert list(df["depth"]) == [0, 1, 1]
     a, b, org = _row(df, "queue", "a"), _row(df, "queue", "b"), _row(df, "queue", "org")
     assert (a["deserved"], a["fair_share"], a["allocated"], a["requested"]) == (2, 4, 4, 4)
-    assert (b["deserved"], b["fair_share"], b["allocated"], b["requested"], b["limit"]) == (2, 3, 2, 4, 3)
-    assert (org["fair_share"], org["allocated"], org["requested"]) == (8, 6, 8)
+    # allocated is the cluster as observed: the engine binds b-serve this cycle, but the cluster has not yet
+    assert (b["deserved"], b["fair_share"], b["allocated"], b["requested"], b["limit"]) == (2, 3, 0, 4, 3)
+    assert (org["fair_share"], org["allocated"], org["requested"]) == (8, 4, 8)
+    assert (b["allocated_next"], org["allocated_next"], a["allocated_next"]) == (2, 6, 4)   # the prediction
     assert a["borrowed"] == 2 and a["state"] == "borrowing"            # 4 allocated, 2 deserved
-    assert b["starved_by"] == 1 and b["state"] == "starved"            # min(3, 4) - 2, a job waits
-    assert b["ratio"] == pytest.approx(2 / 3)                          # KAI's queue order key
-    assert (b["running_jobs"], b["pending_jobs"]) == (1, 1)
-    assert (org["running_jobs"], org["pending_jobs"]) == (2, 1)        # rolled up
+    assert b["starved_by"] == 3 and b["state"] == "starved"            # min(3, 4) - 0, jobs wait
+    assert b["ratio"] == 0                                             # KAI's queue order key at session open
+    assert (b["running_jobs"], b["pending_jobs"]) == (0, 2)
+    assert (org["running_jobs"], org["pending_jobs"]) == (1, 2)        # rolled up
 
 
 def test_queue_frame_is_the_engines_queue_stats(state, snapshot):
@@ -102,8 +104,20 @@ def test_queue_frame_is_the_engines_queue_stats(state, snapshot):
     df = QueuesModel(state).frame()
     for r in df.itertuples():
         stats = result.queue_stats[r.queue]["gpu"]
-        for col in ("deserved", "fair_share", "allocated", "requested"):
+        for col in ("deserved", "fair_share", "requested"):
             assert getattr(r, col) == pytest.approx(stats[col]), (r.queue, col)
+        assert r.allocated_next == pytest.approx(stats["allocated"]), r.queue   # after the session's decisions
+
+
+def test_queue_allocated_is_observed_as_kai_accounts_it_for_every_resource(state, snapshot):
+    from scheduler.queue_allocation import observed_allocation
+
+    held = observed_allocation(snapshot)
+    m = QueuesModel(state)
+    for resource in ("gpu", "cpu", "memory"):
+        m.resource = resource
+        for r in m.frame().itertuples():
+            assert r.allocated == pytest.approx(held[r.queue][resource]), (resource, r.queue)
 
 
 def test_queue_jobs_and_descendants(state):
@@ -111,9 +125,11 @@ def test_queue_jobs_and_descendants(state):
     assert set(m.descendants("org")) == {"org", "a", "b"}
     jobs = m.jobs("b")
     assert set(jobs["job"]) == {"b-serve", "b-big"}
-    assert _row(jobs, "job", "b-serve")["status"] == "binding"
-    assert _row(jobs, "job", "b-serve")["nodes"] == "n1"
+    serve = _row(jobs, "job", "b-serve")
+    assert (serve["status"], serve["nodes"]) == ("pending", "")       # as observed: not bound yet
+    assert serve["next_cycle"] == F.WOULD_BIND                         # the engine's decision, a prediction
     assert _row(jobs, "job", "b-big")["reason"] == "OverLimit"
+    assert _row(jobs, "job", "b-big")["next_cycle"] == ""
     assert len(m.jobs("org")) == 3
 
 
@@ -121,14 +137,36 @@ def test_queue_jobs_and_descendants(state):
 
 def test_pending_frame_gives_reason_numbers_and_wait(state):
     df = PendingModel(state).frame()
-    assert list(df["job"]) == ["b-big"]
-    r = df.iloc[0]
+    assert list(df["job"]) == ["b-serve", "b-big"]  # both wait in the cluster; longest wait first
+    r = df.iloc[1]
     assert r["reason"] == "OverLimit"
     assert r["wait_s"] == 500                      # time 1000 - creation 500
     assert r["gpus_requested"] == 2
-    assert r["queue_limit"] == 3 and r["queue_allocated"] == 2
+    assert r["queue_limit"] == 3 and r["queue_allocated"] == 0 and r["queue_allocated_next"] == 2
     assert r["message"]                             # the engine's text
     assert r["counterfactual"]                      # the explainer's
+    assert r["next_cycle"] == ""
+
+
+def test_a_job_the_engine_binds_stays_pending_until_the_cluster_runs_it(state):
+    serve = PendingModel(state).frame().iloc[0]
+    assert serve["job"] == "b-serve" and serve["wait_s"] == 600
+    assert serve["next_cycle"] == F.WOULD_BIND and serve["eta"] == F.WOULD_BIND
+    assert serve["counterfactual"] == f"nothing: {F.WOULD_BIND}"
+
+
+def test_the_next_tick_shows_the_bind_once_the_cluster_made_it(snapshot):
+    import dataclasses
+
+    st = LiveState()
+    tick = publish_snapshot(st, snapshot, "t")
+    bound = tick.result.snapshot                  # what a cluster that followed KAI looks like next
+    ran = dataclasses.replace(bound, jobs=[dataclasses.replace(j, tasks=[
+        dataclasses.replace(t, status="running" if t.status == "binding" else t.status) for t in j.tasks])
+        for j in bound.jobs])
+    publish_snapshot(st, ran, "t")
+    assert list(PendingModel(st).frame()["job"]) == ["b-big"]
+    assert _row(QueuesModel(st).frame(), "queue", "b")["allocated"] == 2
 
 
 def test_pending_filters(state):
@@ -136,7 +174,7 @@ def test_pending_filters(state):
     assert m.frame().empty
     m.queue, m.reason = "b", "OverLimit"
     assert list(m.frame()["job"]) == ["b-big"]
-    assert m.reasons() == {"OverLimit": 1}
+    assert m.reasons() == {"OverLimit": 1, "KAI would start this cycle": 1}
 
 
 # --------------------------------------------------------------------------------------------------- GPUs
@@ -217,8 +255,8 @@ jobs:
 def test_overview_numbers_and_alerts(state):
     m = OverviewModel(state)
     n = m.numbers()
-    assert (n["gpus_total"], n["gpus_allocated"], n["pending_jobs"], n["running_jobs"]) == (8, 6, 1, 2)
-    assert n["allocation_pct"] == 75.0
+    assert (n["gpus_total"], n["gpus_allocated"], n["pending_jobs"], n["running_jobs"]) == (8, 4, 2, 1)   # observed
+    assert n["allocation_pct"] == 50.0 and n["tasks_started"] == 1      # the engine's decisions: this cycle
     assert math.isnan(n["gpus_used"])                      # no usage in the snapshot: no DCGM numbers
     kinds = [(a["kind"], a["subject"]) for a in m.alerts()]
     assert ("starved", "b") in kinds
@@ -316,10 +354,11 @@ def test_timeline_frames_follow_the_loop(snapshot):
     loop.step()
     m = TimelineModel(loop.state)
     totals = m.totals()
-    assert len(totals) == 1 and totals["gpus_allocated"].iloc[0] == 6
+    assert len(totals) == 1 and totals["gpus_allocated"].iloc[0] == 4       # as observed
+    assert totals["pending_jobs"].iloc[0] == 2
     per_q = m.per_queue()
     assert set(per_q["queue"]) == {"a", "b"}              # leaf queues by default
-    assert _row(per_q, "queue", "b")["fair_share"] == 3
+    assert _row(per_q, "queue", "b")["fair_share"] == 3 and _row(per_q, "queue", "b")["allocated"] == 0
 
 
 class _FlakyFeed(Feed):

@@ -298,3 +298,21 @@ def test_simulated_pods_that_started_later_have_real_usage(sim_loop):
     assert running and all(t.usage is not None for t in running)       # none reads as idle for want of data
     started_later = [t for j, t in snap.iter_tasks() if t.status == "running" and j.creation_time > 1767225600.0]
     assert started_later, "some arrival started during the run"
+
+
+def test_queues_and_pending_views_show_the_engines_binds_as_a_prediction(state):
+    """b-serve waits in the cluster; the engine binds it this cycle: the views say so beside the observed
+    numbers, never instead of them."""
+    from dashboard.models import Selection
+
+    q = QueuesView(state, Selection(queue="b"))
+    assert "KAI would hold 2 after this cycle" in q.detail_title.object
+    assert "allocated <b>0</b>" in q.detail_title.object
+    jobs = q.jobs.value.set_index("job")
+    assert jobs.loc["b-serve", "status"] == "pending"
+    assert jobs.loc["b-serve", "next_cycle"] == "KAI would bind it this cycle"
+    p = PendingView(state, Selection(job="b-serve"))
+    assert list(p.table.value.index) == ["b-serve", "b-big"]
+    assert p.table.value.loc["b-serve", "eta"] == "KAI would bind it this cycle"
+    assert "KAI would start this cycle 1" in p.summary.object and "OverLimit 1" in p.summary.object
+    assert "This cycle:" in p.detail.object and "has not bound it yet" in p.detail.object

@@ -10,7 +10,7 @@ import pandas as pd
 import panel as pn
 
 from .. import display
-from ..models import PendingModel
+from ..models import STARTS_NOW, PendingModel
 from .base import View
 from .common import badge, duration_formatter, keyed, number_formatters, table, update_table
 
@@ -27,7 +27,8 @@ TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested"
                               "or click it for the full text and the scheduler's message"}
 REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", "PreemptionDelayNotElapsed": "#7e22ce",
                   "QueueDoesNotExist": "#854d0e", "NotEnoughResources": "#1d4ed8", "PodSchedulingErrors": "#1d4ed8",
-                  "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d"}
+                  "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d",
+                  STARTS_NOW: "#15803d"}
 """Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
 NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
 
@@ -105,10 +106,21 @@ class PendingView(View):
                 f'<b>Expected start:</b> <span data-eta="{html.escape(job)}">{html.escape(r["eta"])}</span>'
                 f'{self._eta_basis(job)}<br>'
                 f'<b>Would start if:</b> {html.escape(r["counterfactual"] or NOT_YET)}<br>'
+                + (f'<b>This cycle:</b> <span data-next-cycle>{html.escape(r["next_cycle"])}</span> <span '
+                   f'class="kd-muted">(kaidash\'s prediction; the cluster has not bound it yet)</span><br>'
+                   if r.get("next_cycle") else "")
                 + (f'<b>Evictions:</b> {html.escape(r["eviction"])}<br>' if r.get("eviction") else "")
-                + f'queue allocated {display.gpus(r["queue_allocated"])} · fair share '
+                + f'queue allocated {display.gpus(r["queue_allocated"])}{self._allocated_next(r)} · fair share '
                 f'{display.gpus(r["queue_fair_share"])} · limit {limit} GPUs</div>'
                 + _details_html(extra or details))
+
+    @staticmethod
+    def _allocated_next(r) -> str:
+        """`` (2 after this cycle, predicted)`` when the engine's decisions change the queue's allocation."""
+        after = r.get("queue_allocated_next")
+        if after is None or pd.isna(after) or abs(after - r["queue_allocated"]) <= 1e-6:
+            return ""
+        return f' <span class="kd-muted">({display.gpus(after)} after this cycle, predicted)</span>'
 
     def _eta_basis(self, job: str) -> str:
         """Where the blocker's run time came from (recorded, the history of similar jobs, assumed)."""
@@ -131,7 +143,7 @@ class PendingView(View):
         queues = sorted(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else []
         if list(self.queue.options) != [""] + queues:
             self.queue.options = [""] + queues
-        reason_options = [""] + sorted(k for k in reasons if k != "(none)")
+        reason_options = [""] + sorted(k for k in reasons if k not in ("(none)", STARTS_NOW))
         if list(self.reason.options) != reason_options:
             self.reason.options = reason_options
         self._update_table()
