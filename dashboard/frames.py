@@ -398,8 +398,9 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
     """One row per (node, GPU, task) slice: who holds which share of each device, and what it really uses.
 
     With a DCGM frame (``scheduler.metrics``) measured usage and the over-share flag come from it; without one,
-    slices come from the snapshot (tasks' ``gpu_indices``, else their GPU group, else a free device) and
-    usage from each task's own ``usage`` when the snapshot carries it. ``over_share`` marks a pod using more
+    slices come from the snapshot (tasks' ``gpu_indices``, else their GPU group, else none: held, device unknown)
+    and usage from each task's own ``usage`` when the snapshot carries it (per device, as KAI's ``gpu-memory``
+    and ``gpu-fraction`` are per device: a pod on 2 devices using 2,000 MiB on each shows 2,000 MiB on each). ``over_share`` marks a pod using more
     GPU memory than its share (KAI does not isolate GPU memory: neighbours risk out-of-memory).
     """
     if is_dcgm_frame(gpu_frame) and len(gpu_frame):
@@ -419,11 +420,10 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
             source = "snapshot" if t.gpu_indices else "reservation"
             if not idx:
                 idx, source = [-1] * _device_count(t), "unknown"
-            n_dev = max(1, len(idx))
             for i in idx:
                 if i >= node.gpus or (i < 0 and source != "unknown"):
                     continue
-                mem_used = t.usage.gpu_memory_mib / n_dev if t.usage is not None else None
+                mem_used = t.usage.gpu_memory_mib if t.usage is not None else None   # per device (TaskUsage)
                 util = t.usage.gpu_util * 100.0 if t.usage is not None else None
                 mem_share = share * node.gpu_memory_mib
                 rows.append({

@@ -234,6 +234,48 @@ jobs:
     assert dev["over_share"] and not dev["idle_allocated"]
 
 
+def test_usage_of_a_pod_on_several_devices_is_per_device():
+    """TaskUsage is per device (as KAI's gpu-memory and gpu-fraction with gpu-fraction-num-devices are): a
+    0.25 x 2 pod using 6,000 MiB on each device shows 6,000 MiB on each, and a whole 2-GPU pod 35,000 on each."""
+    snap = loads_snapshot("""
+version: 1
+nodes: [{name: n0, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi},
+        {name: n1, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi}]
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: m, queue: q, tasks: [{name: m-0, gpu: 0.25, gpu_devices: 2, status: running, node: n0,
+      gpu_group: [g0, g1], gpu_index: [0, 1], usage: {gpu_memory_mib: 6000, gpu_util: 0.2}}]}
+  - {name: w, queue: q, tasks: [{name: w-0, gpu: 2, status: running, node: n1, gpu_index: [0, 1],
+      usage: {gpu_memory_mib: 35000, gpu_util: 0.9}}]}
+""")
+    sl = F.gpu_slices_frame(snap)
+    used = {(r.node, r.gpu_index): r.memory_used_mib for r in sl.itertuples()}
+    assert used == {("n0", 0): 6000, ("n0", 1): 6000, ("n1", 0): 35000, ("n1", 1): 35000}
+    assert not sl["over_share"].any()                             # 6,000 of a 10,000 MiB share on each device
+    g = F.gpu_frame_from_slices(snap, sl)
+    assert list(g["memory_used_mib"]) == [6000, 6000, 35000, 35000]
+
+
+def test_slices_from_the_snapshot_and_from_dcgm_agree_on_memory_per_device():
+    """The simulated dcgm-exporter (an independent reading of TaskUsage) and the snapshot path give each slice
+    the same memory on each device: llm-pretrain-0 60,000 MiB on each of 8 GPUs, multi-0 2,000 on each of 2."""
+    from metrics_scenario import metrics_snapshot
+    from scheduler.metrics import variants as V
+    from scheduler.metrics.dcgm import build_gpu_frame, samples_from_exposition
+    from scheduler.metrics.exporter import render_exposition, simulate_gpus
+
+    snap = metrics_snapshot()
+    ev = V.EXPORTER_VARIANTS["classic"]
+    dcgm = build_gpu_frame(snap, samples_from_exposition(render_exposition(simulate_gpus(snap), ev, per_pod=True),
+                                                         V.variant_for_exporter(ev)))
+    plain, measured = F.gpu_slices_frame(snap), F.gpu_slices_frame(snap, dcgm)
+    for task in ("llm-pretrain-0", "multi-0"):
+        a = plain[plain["task"] == task].set_index("gpu_index")["memory_used_mib"].sort_index()
+        b = measured[measured["task"] == task].set_index("gpu_index")["memory_used_mib"].sort_index()
+        assert list(a.index) == list(b.index) and list(a) == pytest.approx(list(b)), task
+    assert set(plain.loc[plain["task"] == "multi-0", "memory_used_mib"]) == {2000}
+
+
 def test_a_whole_gpu_pod_with_no_device_evidence_is_held_device_unknown_not_drawn_on_a_guess():
     snap = loads_snapshot("""
 version: 1
