@@ -316,3 +316,40 @@ def test_queues_and_pending_views_show_the_engines_binds_as_a_prediction(state):
     assert p.table.value.loc["b-serve", "eta"] == "KAI would bind it this cycle"
     assert "KAI would start this cycle 1" in p.summary.object and "OverLimit 1" in p.summary.object
     assert "This cycle:" in p.detail.object and "has not bound it yet" in p.detail.object
+
+
+TWO_POOLS = """
+version: 1
+time: 1000
+nodes:
+  - {name: t0, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi,
+     labels: {kai.scheduler/node-pool: train}}
+  - {name: i0, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi,
+     labels: {kai.scheduler/node-pool: infer}}
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: idle, queue: q, tasks: [{name: idle-0, gpu: 1, status: running, node: t0, gpu_index: 0,
+      usage: {gpu_memory_mib: 100, gpu_util: 0.0}}]}
+  - {name: busy, queue: q, tasks: [{name: busy-0, gpu: 1, status: running, node: i0, gpu_index: 1,
+      usage: {gpu_memory_mib: 60000, gpu_util: 0.9}}]}
+"""
+
+
+def test_gpu_slice_table_never_shows_a_node_the_pool_filter_leaves_out():
+    from dashboard.loop import state_from_snapshot
+    from dashboard.models import Selection
+
+    st = state_from_snapshot(loads_snapshot(TWO_POOLS), simulated_metrics=False)
+    sel = Selection()
+    v = GpusView(st, sel)
+    assert v.node_select.value == "t0"                          # the idle allocation is worth a look first
+    assert list(v.node_table.value["task"]) == ["idle-0"]
+    v.pool.value = "infer"                                      # t0 is in pool train: out of the picture
+    assert v.node_select.value != "t0" and "idle-0" not in list(v.node_table.value["task"])
+    assert set(v.node_table.value["task"]) <= {"busy-0"}
+    v.pool.value = ""
+    sel.node = "i0"
+    assert list(v.node_table.value["task"]) == ["busy-0"]
+    v.pool.value = "train"                                      # a selected node the filter drops is not kept
+    assert list(v.node_table.value["task"]) == ["idle-0"]
+

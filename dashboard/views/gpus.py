@@ -261,7 +261,7 @@ class GpusView(View):
         self.page.param.watch(lambda e: self._set_page(e.new - 1), "value")
         self.page_size.param.watch(lambda e: self._set_page_size(e.new), "value")
         m.param.watch(lambda *_: self._update_grid(), ["colour_by"])
-        m.param.watch(lambda *_: self._update_grid(), ["flagged_only"])
+        m.param.watch(lambda *_: (self._update_grid(), self._update_node()), ["flagged_only"])
         self.sources = {name: ColumnDataSource() for name in ("devices", "held", "moving", "marks", "labels",
                                                                   "overlay", "mig")}
         self._extra_layers: list = []
@@ -362,6 +362,7 @@ class GpusView(View):
         setattr(self.model, name, value or "")
         self.model.page = 0
         self._update_grid()
+        self._update_node()       # the slice table follows the filters: never a node they leave out
 
     def _set_group(self, level: str) -> None:
         level = "" if level == "none" else level
@@ -474,10 +475,13 @@ class GpusView(View):
                 + _gradient(MEM_PALETTE, "0 (unused: waste)", "1 = as allocated · above: over share"))
 
     def _update_node(self) -> None:
-        node = self.selection.node
+        shown = set(self.model.selected_nodes())
+        node = self.selection.node if self.selection.node in shown else ""
         if not node:
-            # Nothing selected yet: show the node most worth a look (an over-share pod, else an idle allocation).
+            # Nothing selected among the nodes the filters keep: show the one most worth a look there (an
+            # over-share pod, else an idle allocation), never a node of another pool, model or queue.
             g = self.model.gpus()
+            g = g[g["node"].isin(shown)]
             flagged = g.loc[g["over_share"], "node"].tolist() or g.loc[g["idle_allocated"], "node"].tolist()
             node = flagged[0] if flagged else ""
         if node and node not in self.node_select.options:
