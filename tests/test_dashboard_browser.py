@@ -200,6 +200,33 @@ def test_overview_numbers_are_the_observed_clusters(seeded, page):
     assert page.page.locator('[data-kpi="pending"] .kd-value').inner_text() == str(pending)
 
 
+def test_gpu_grid_clicks_while_filters_change_raise_no_console_error(seeded, page):
+    """Click the grid while the pool filter and the page size change the layout (and before a layout's first
+    render lands): the view keeps one figure, so no click refers to a model the server dropped ("reference
+    pNNN isn't known") and no source is sent half-updated ("columns of inconsistent lengths")."""
+    server, snap, _ = seeded
+    warnings: list[str] = []
+    page.page.on("console", lambda m: warnings.append(m.text) if m.type == "warning" else None)
+    page.open(f"{server.url}?view=gpus", ready='[data-view="gpus"]')
+    pool = page.page.locator(".bk-input-group", has_text="Node pool").locator("select")
+    size = page.page.locator(".bk-input-group", has_text="Nodes per page").locator("select")
+    pools = ["", *sorted({n.pool for n in snap.nodes if n.gpus})]
+    assert len(pools) > 2
+    canvas = page.page.locator("canvas").first
+    for i in range(24):
+        pool.select_option(pools[i % len(pools)])
+        if i % 5 == 4:
+            size.select_option(index=i % 3)
+        for k in range(3):                          # at once, before the new layout has rendered
+            box = canvas.bounding_box()
+            if box:
+                page.page.mouse.click(box["x"] + 8 + (37 * k + 13 * i) % max(16, box["width"] - 16),
+                                      box["y"] + 6 + (11 * k) % max(12, box["height"] - 12))
+    page.page.wait_for_timeout(1500)
+    assert page.errors == []
+    assert not [w for w in warnings if "inconsistent lengths" in w], warnings[:3]
+
+
 def test_queue_table_shows_the_engines_fair_share(seeded, page):
     server, _, result = seeded
     page.open(f"{server.url}?view=queues")

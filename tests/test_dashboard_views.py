@@ -353,3 +353,23 @@ def test_gpu_slice_table_never_shows_a_node_the_pool_filter_leaves_out():
     v.pool.value = "train"                                      # a selected node the filter drops is not kept
     assert list(v.node_table.value["task"]) == ["idle-0"]
 
+
+def test_gpu_grid_keeps_one_figure_when_the_layout_changes():
+    """A filter or page change resizes the same figure and moves its ranges; its data sources keep their ids,
+    so a click the browser sends for the grid it drew always refers to models the server still has."""
+    from dashboard.loop import state_from_snapshot
+
+    v = GpusView(state_from_snapshot(loads_snapshot(TWO_POOLS), simulated_metrics=False))
+    fig, sources = v.fig, dict(v.sources)
+    ids = {name: s.id for name, s in sources.items()}
+    assert v.plot.object is fig
+    x_end = fig.x_range.end
+    v.pool.value = "infer"                                     # one node: a narrower grid
+    assert v.fig is fig and v.plot.object is fig
+    assert {name: s.id for name, s in v.sources.items()} == ids
+    assert fig.x_range.end < x_end and list(v.sources["devices"].data["node"]) == ["i0", "i0"]
+    assert v.plot.height == fig.height + 10
+    # a tap on the grid as drawn now selects the node drawn there
+    v.sources["devices"].selected.indices = [1]
+    assert v.selection.node == "i0"
+

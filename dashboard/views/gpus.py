@@ -264,9 +264,12 @@ class GpusView(View):
         m.param.watch(lambda *_: (self._update_grid(), self._update_node()), ["flagged_only"])
         self.sources = {name: ColumnDataSource() for name in ("devices", "held", "moving", "marks", "labels",
                                                                   "overlay", "mig")}
-        self._extra_layers: list = []
-        self.fig = None                   # built by the first render, once the layout is known
-        self.plot = pn.pane.Bokeh(None, sizing_mode="stretch_width")
+        # One figure for the view's life: a layout change (filter, page) resizes it and moves its ranges in
+        # place. A new figure per layout raced with the browser: messages about models one side had already
+        # dropped ("reference pNNN isn't known" console errors) and a tap on the old grid read against the new
+        # grid's sources.
+        self.fig = self._figure()
+        self.plot = pn.pane.Bokeh(self.fig, sizing_mode="stretch_width", height=310)
         self.alt = pn.pane.HTML("", sizing_mode="stretch_width", margin=0)
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -343,17 +346,13 @@ class GpusView(View):
         fig.add_tools(TapTool(renderers=[r_dev]))
         fig.toolbar.active_scroll = None
         src["devices"].selected.on_change("indices", self._on_tap)
-        for name, draw in self._extra_layers:
-            draw(fig, self.sources[name])
         return fig
 
     def add_layer(self, name: str, draw) -> ColumnDataSource:
-        """Add a layer over the grid: ``draw(figure, source)`` adds its renderer(s) (now and on every new figure);
+        """Add a layer over the grid: ``draw(figure, source)`` adds its renderer(s) to the view's one figure;
         fill the returned source with columns in grid coordinates (:func:`grid_positions`)."""
         self.sources[name] = ColumnDataSource()
-        self._extra_layers.append((name, draw))
-        if self.fig is not None:
-            draw(self.fig, self.sources[name])
+        draw(self.fig, self.sources[name])
         return self.sources[name]
 
     # ---------------------------------------------------------------------------------------- events
@@ -414,16 +413,14 @@ class GpusView(View):
         layers["overlay"] = overlay_source(m.overlay(), gpus, nodes)
         key = (tuple(nodes), xr, yr)
         if key != self._layout_key:
-            # A new layout (filter, page) gets a new figure: Bokeh does not re-lay-out a plot whose height changed.
+            # A new layout (filter, page): the same figure, resized, its ranges moved (models keep their ids).
             self._layout_key = key
             px = max(16.0, min(40.0, 1150.0 / max(xr[1] - xr[0], 1)))
             height = int(max(120, (yr[1] - yr[0]) * px + 20))
-            self.sources = {name: ColumnDataSource() for name in self.sources}
-            self.fig = self._figure(height)
-            self.fig.x_range.start, self.fig.x_range.end = xr
-            self.fig.y_range.start, self.fig.y_range.end = yr
+            self.fig.update(height=height)
+            self.fig.x_range.update(start=xr[0], end=xr[1])
+            self.fig.y_range.update(start=yr[0], end=yr[1])
             self.plot.height = height + 10
-            self.plot.object = self.fig
         for name, data in layers.items():
             assign_columns(self.sources[name], data)
         if list(self.node_select.options) != [""] + list(nodes):
