@@ -373,3 +373,23 @@ def test_gpu_grid_keeps_one_figure_when_the_layout_changes():
     v.sources["devices"].selected.indices = [1]
     assert v.selection.node == "i0"
 
+
+def test_gpu_grid_positions_are_computed_once_per_layout(monkeypatch):
+    """The grid and the next-cycle overlay share the page's positions, computed again only when the layout
+    (the page's nodes) changes, not on every tick or colour change."""
+    from dashboard.loop import state_from_snapshot
+
+    calls = []
+    real = gpus_view.grid_positions
+    monkeypatch.setattr(gpus_view, "grid_positions", lambda *a, **k: calls.append(a) or real(*a, **k))
+    v = GpusView(state_from_snapshot(loads_snapshot(TWO_POOLS), simulated_metrics=False))
+    assert len(calls) == 1
+    v.model.colour_by = "memory"
+    v.refresh(force=True)
+    assert len(calls) == 1                                     # same nodes: the positions are reused
+    v.pool.value = "infer"
+    assert len(calls) == 2 and calls[-1][0] == ["i0"]
+    overlay = pd.DataFrame({"task": ["x-0"], "action": ["bind"], "node": ["i0"], "gpu_index": [-1],
+                            "text": ["KAI would bind x-0 to i0"]})
+    out = gpus_view.overlay_source(overlay, v.model.page_frames()[0], ["i0"], v._layout_cache[1])
+    assert len(calls) == 2 and list(out["text"]) == ["KAI would bind x-0 to i0"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -58,6 +59,21 @@ MIG_FIELDS = ("x0", "x1", "y0", "y1", "x", "y", "text")
 MIG_LINE = "#e5e7eb"
 """Outline of a MIG instance over the GPU-equivalent cells it spans."""
 OVERLAY_FIELDS = ("x0", "x1", "y0", "y1", "text")
+
+
+class GridLayout(NamedTuple):
+    """Where every node's block sits (:func:`grid_positions`) for a page of nodes, and the widest node's GPUs."""
+
+    pos: dict
+    columns: int
+    rows: int
+    gpus_per_node: int
+
+
+def grid_layout(nodes: list[str], gpus: pd.DataFrame) -> GridLayout:
+    """The grid layout of a page: blocks as wide as its widest node (8 GPUs when it has none)."""
+    g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
+    return GridLayout(*grid_positions(nodes, g_max), g_max)
 
 
 def grid_positions(nodes: list[str], gpus_per_node: int, columns: int | None = None) -> tuple[dict, int, int]:
@@ -136,14 +152,14 @@ def _node_label(node: str, domains: dict, mig: pd.DataFrame, unknown: dict) -> s
 
 def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], colour_by: str,
                  colours: dict[str, str], domains: dict | None = None,
-                 mig: pd.DataFrame | None = None) -> tuple[dict[str, dict], tuple]:
+                 mig: pd.DataFrame | None = None, layout: GridLayout | None = None) -> tuple[dict[str, dict], tuple]:
     """Column data of every layer (``devices``, ``held``, ``moving``, ``marks``, ``labels``, ``mig``), and (x range,
     y range). Memory in the hover is in GiB. ``domains`` (node → topology domain) prefixes node labels when the
-    grid is grouped; ``mig`` (:func:`dashboard.frames.mig_frame`) outlines MIG instances."""
+    grid is grouped; ``mig`` (:func:`dashboard.frames.mig_frame`) outlines MIG instances; ``layout``: the page's
+    :func:`grid_layout` when the caller already has it."""
     domains = domains or {}
     mig = mig if mig is not None else pd.DataFrame(columns=["node", "profile", "first", "width"])
-    g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
-    pos, columns, rows = grid_positions(nodes, g_max)
+    pos, columns, rows, g_max = layout if layout is not None else grid_layout(nodes, gpus)
     bx = gpus["node"].map(lambda n: pos[n][0]).to_numpy(float) + gpus["gpu_index"].to_numpy(float)
     by = gpus["node"].map(lambda n: pos[n][1]).to_numpy(float)
     over, idle = gpus["over_share"].to_numpy(bool), gpus["idle_allocated"].to_numpy(bool)
@@ -216,14 +232,15 @@ def node_table(summary: pd.DataFrame) -> pd.DataFrame:
     return keyed(df, "node")[NODE_TABLE_COLUMNS]
 
 
-def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str]) -> dict:
+def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str],
+                   layout: GridLayout | None = None) -> dict:
     """Dashed outlines for the engine's next-cycle binds (``scheduler.overlay``): around the device when it is
-    known (a pod joining an observed GPU group), else around the node (the device plugin picks the GPUs)."""
+    known (a pod joining an observed GPU group), else around the node (the device plugin picks the GPUs).
+    ``layout``: the page's :func:`grid_layout` (the grid's own, reused), else computed."""
     rows = overlay[(overlay["action"] != "evict") & overlay["node"].isin(nodes)]
     if not len(rows):
         return {k: [] for k in ("x0", "x1", "y0", "y1", "text")}
-    g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
-    pos, _, _ = grid_positions(nodes, g_max)
+    pos, _, _, g_max = layout if layout is not None else grid_layout(nodes, gpus)
     dev = rows[rows["gpu_index"] >= 0]
     per_node = rows[rows["gpu_index"] < 0].drop_duplicates("task").groupby("node", sort=False)["text"].agg(
         lambda t: "; ".join(t))
@@ -289,6 +306,7 @@ class GpusView(View):
                                             button_style="outline", width=300)
         self.show_table.param.watch(lambda e: self._toggle_table(e.new), "value")
         self._layout_key = None
+        self._layout_cache: tuple | None = None
         return pn.Column(
             pn.Row(pn.pane.HTML('<div style="padding-top:8px">Colour by</div>', width=70), self.colour,
                    pn.Column(pn.Spacer(height=4), self.flagged), sizing_mode="stretch_width"),
@@ -408,9 +426,10 @@ class GpusView(View):
         nodes = m.page_nodes()
         gpus, slices = m.page_frames()
         colours = queue_colours(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else {}
+        layout = self._grid_layout(nodes, gpus)
         layers, (xr, yr) = grid_sources(gpus, slices, nodes, m.colour_by, colours, domains=m.node_domains(),
-                                        mig=m.mig_instances(nodes))
-        layers["overlay"] = overlay_source(m.overlay(), gpus, nodes)
+                                        mig=m.mig_instances(nodes), layout=layout)
+        layers["overlay"] = overlay_source(m.overlay(), gpus, nodes, layout)
         key = (tuple(nodes), xr, yr)
         if key != self._layout_key:
             # A new layout (filter, page): the same figure, resized, its ranges moved (models keep their ids).
@@ -447,6 +466,13 @@ class GpusView(View):
         self.topology.object = topology_html(m.domains(), m.pending_gangs(), m.group_by)
         if self.nodes_table.visible:
             update_table(self.nodes_table, node_table(m.node_summary_of(gpus)))
+
+    def _grid_layout(self, nodes: list[str], gpus: pd.DataFrame) -> GridLayout:
+        """The page's grid layout, computed again only when its nodes or their widest GPU count changed."""
+        key = (tuple(nodes), int(gpus["gpu_index"].max()) + 1 if len(gpus) else 8)
+        if self._layout_cache is None or self._layout_cache[0] != key:
+            self._layout_cache = (key, grid_layout(nodes, gpus))
+        return self._layout_cache[1]
 
     def _toggle_table(self, shown: bool) -> None:
         """The per-node table is built on demand (a page of 512 nodes is a big table to send every tick)."""
@@ -517,4 +543,5 @@ def _gradient(colours: list[str], lo: str, hi: str) -> str:
             f'<span class="kd-muted">{hi}</span>')
 
 
-__all__ = ["GpusView", "grid_positions", "grid_sources", "mig_source", "node_table", "topology_html"]
+__all__ = ["GpusView", "GridLayout", "grid_layout", "grid_positions", "grid_sources", "mig_source", "node_table",
+           "overlay_source", "topology_html"]
