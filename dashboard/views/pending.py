@@ -12,7 +12,7 @@ import panel as pn
 from .. import display
 from ..models import STARTS_NOW, PendingModel
 from .base import View
-from .common import badge, duration_formatter, keyed, number_formatters, table, update_table
+from .common import TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table
 
 COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
 """The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
@@ -30,6 +30,10 @@ REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", 
                   "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d",
                   STARTS_NOW: "#15803d"}
 """Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
+WRAPPED = ("job", "eta", "counterfactual")
+"""Columns whose text wraps (and breaks inside a long job name) instead of being cut at the column's edge."""
+WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
+                   for c in WRAPPED)
 NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
 
 
@@ -61,12 +65,14 @@ class PendingView(View):
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
         self.table = table(pd.DataFrame(columns=COLUMNS), height=None, max_height=460,
+                           # the expected start and the counterfactual wrap: at 1280 px a one-line cell showed
+                           # a tenth of "would start if"; the whole text is in the row (and its tooltip)
                            formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter(),
-                                       "eta": {"type": "textarea"}},
-                           name="pending-table",
+                                       **{c: {"type": "textarea"} for c in WRAPPED}},
+                           stylesheets=[TABLE_CSS, WRAP_CSS], name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 230, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 150,
-                                   "eta": 240},
+                           widths={"job": 170, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 196,
+                                   "eta": 180},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
@@ -97,10 +103,10 @@ class PendingView(View):
         exp = m.explanation(job)
         extra = getattr(exp, "numbers", None) if exp is not None and not isinstance(exp, dict) else (
             exp.get("numbers") if isinstance(exp, dict) else None)
-        reason = r["reason"] or "no reason recorded"
+        reason = r["reason"] or (STARTS_NOW if r.get("next_cycle") else "no reason recorded")
         limit = "unlimited" if r["queue_limit"] == -1 else display.gpus(r["queue_limit"])
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
-                f'{badge(reason, REASON_COLOURS.get(r["reason"], "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
+                f'{badge(reason, REASON_COLOURS.get(reason, "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
                 f' · {r["pending_tasks"]} task(s), {display.gpus(r["gpus_requested"])} GPU<br>'
                 f'{html.escape(r["message"] or "")}<br>'
                 f'<b>Expected start:</b> <span data-eta="{html.escape(job)}">{html.escape(r["eta"])}</span>'
