@@ -153,6 +153,27 @@ def page(browser):
     p.close()
 
 
+ROWS_JS = """table => table.isConnected ? [...table.querySelectorAll('.tabulator-row')].map(row => Object.fromEntries(
+    [...row.querySelectorAll('.tabulator-cell')].map(c => [c.getAttribute('tabulator-field'), c.innerText.trim()])))
+    : null"""
+
+
+def table_rows(table, attempts: int = 20) -> list[dict]:
+    """A Tabulator's rows as ``{field: text}``, read in ONE call in the page, so one consistent DOM.
+
+    Panel answers every patch of a table's data with Tabulator's ``setData``, which wipes every row element
+    and builds new ones; a ticking table (Queues' status panel) does that every period. Listing the rows and
+    then reading each in its own call (``locator.all()`` then ``evaluate`` per row: separate protocol round
+    trips) reads, now and then, a row wiped in between: detached, no cells (the KeyError 'queue' once seen under
+    load). A table element replaced as a whole reads as ``None`` and is looked up again."""
+    for _ in range(attempts):
+        rows = table.evaluate(ROWS_JS)
+        if rows is not None:
+            return rows
+        table.page.wait_for_timeout(100)
+    raise AssertionError("the table was replaced on every read")
+
+
 def upload_and_click(page, path, button) -> None:
     """Choose ``path`` in the file input and press ``button`` (a name pattern) once the upload reached the
     server: on a busy machine the file can arrive after the click, which answers "Choose a file first"."""
