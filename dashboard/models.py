@@ -167,10 +167,15 @@ def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
         frames.pending_frame(tick.snapshot, tick.result, tick.explanations), tick.insight)))
 
 
+def starts_this_cycle(pending: pd.DataFrame) -> pd.Series:
+    """Rows of :func:`pending_table` whose job the engine binds or pipelines (some of its pods) this cycle."""
+    return pending["next_cycle"].fillna("").str.contains(r"^KAI would (?:bind|pipeline)", regex=True)
+
+
 def with_prediction(pending: pd.DataFrame) -> pd.DataFrame:
     """The expected start of a job the engine binds or pipelines this cycle is that decision (the forward ETA
     runs from the state after it, where the job no longer waits)."""
-    predicted = pending["next_cycle"].fillna("") != ""
+    predicted = starts_this_cycle(pending)
     if predicted.any():
         pending = pending.copy()
         pending.loc[predicted, "eta"] = pending.loc[predicted, "next_cycle"]
@@ -406,7 +411,7 @@ class PendingModel(ViewModel):
         df = pending_table(self.tick)
         if not len(df):
             return {}
-        none = df["next_cycle"].fillna("").ne("").map({True: STARTS_NOW, False: "(none)"})
+        none = starts_this_cycle(df).map({True: STARTS_NOW, False: "(none)"})
         return df["reason"].where(df["reason"] != "", none).value_counts().to_dict()
 
     def explanation(self, job: str) -> Any:

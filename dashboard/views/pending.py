@@ -103,7 +103,8 @@ class PendingView(View):
         exp = m.explanation(job)
         extra = getattr(exp, "numbers", None) if exp is not None and not isinstance(exp, dict) else (
             exp.get("numbers") if isinstance(exp, dict) else None)
-        reason = r["reason"] or (STARTS_NOW if r.get("next_cycle") else "no reason recorded")
+        starts = str(r.get("next_cycle") or "").startswith(("KAI would bind", "KAI would pipeline"))
+        reason = r["reason"] or (STARTS_NOW if starts else "no reason recorded")
         limit = "unlimited" if r["queue_limit"] == -1 else display.gpus(r["queue_limit"])
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
                 f'{badge(reason, REASON_COLOURS.get(reason, "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
