@@ -40,9 +40,10 @@ TOOLTIPS = {"label": "queue (indented under its parent)", "state": "starved / re
             "reclaimable": "preemptible allocation above fair share: what reclaim may take back",
             "starved_by": "below min(fair share, requested) while a job waits",
             "running_jobs": "running jobs in the subtree", "pending_jobs": "pending jobs in the subtree"}
-JOB_COLUMNS = ["job", "queue", "status", "priority", "preemptible", "tasks", "gpus", "nodes", "age_s", "reason",
-               "next_cycle"]
-"""The selected queue's jobs: status as observed, ``next_cycle`` the engine's decision (a prediction)."""
+JOB_COLUMNS = ["job", "queue", "status", "next_cycle", "priority", "preemptible", "tasks", "gpus", "nodes", "age_s",
+               "reason"]
+"""The selected queue's jobs: status as observed and, beside it, ``next_cycle``: the engine's decision (a
+prediction)."""
 
 
 def display_frame(df, resource: str):
@@ -84,8 +85,9 @@ class QueuesView(View):
                           header_tooltips={"status": "as observed in the cluster",
                                            "next_cycle": "what KAI would do with the job this cycle (kaidash's "
                                                          "shadow session; not yet the cluster)"},
-                          formatters={**number_formatters(["gpus"]), "age_s": duration_formatter()},
-                          widths={"nodes": 200, "reason": 200, "job": 230}, name="queue-jobs",
+                          formatters={**number_formatters(["gpus"]), "age_s": duration_formatter(),
+                                      "next_cycle": {"type": "textarea"}},
+                          widths={"nodes": 160, "reason": 200, "job": 230, "next_cycle": 190}, name="queue-jobs",
                           empty="No queue selected, or no jobs in it")
         self.history = TimeSeries("GPUs", height=220, empty="No history for this queue yet")
         self.legend = pn.pane.HTML(" ".join(badge(k, v) for k, v in STATE_COLOURS.items())
