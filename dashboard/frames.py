@@ -16,6 +16,7 @@ import pandas as pd
 
 from scheduler.decisions import ScheduleResult, eviction_notes
 from scheduler.model import ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task, mig_gpus
+from scheduler.queue_allocation import observed_allocation
 
 EPS = 1e-6
 IDLE_UTIL_PCT = 5.0
@@ -29,7 +30,9 @@ SLICE_STATUSES = ("running", "binding", "releasing", "pipelined")
 
 QUEUE_COLUMNS = ["queue", "parent", "depth", "label", "leaf", "priority", "quota", "limit", "over_quota_weight",
                  "deserved", "fair_share", "allocated", "allocated_non_preemptible", "requested", "ratio",
-                 "borrowed", "reclaimable", "starved_by", "running_jobs", "pending_jobs", "state"]
+                 "borrowed", "reclaimable", "starved_by", "running_jobs", "pending_jobs", "state", "allocated_next"]
+"""``allocated`` and the job counts are the cluster as observed; ``allocated_next`` is what the queue would hold
+after the engine's decisions of this cycle (a prediction: on a live cluster kaidash is a shadow scheduler)."""
 
 
 def queue_order(snapshot: Snapshot) -> list[tuple[str, int]]:
@@ -92,12 +95,19 @@ def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -
     """One row per queue, depth-first: configuration, the deserved → fair share → allocated → requested
     chain, KAI's queue-order ratio (allocated / fair share) and the borrowing / reclaimable / starved state.
 
+    ``snapshot`` is the cluster as observed (the session's input): ``allocated`` is what the queue's running and
+    binding pods hold now, as KAI accounts it (:func:`scheduler.queue_allocation.observed_allocation`), and the
+    job counts are the observed ones; the engine's binds and evictions of this cycle are predictions, only in
+    ``allocated_next`` (the session's ``queue_stats`` allocated).
+
     * ``borrowed`` = allocated above deserved (over-quota use; 0 for unlimited quotas).
     * ``reclaimable`` = preemptible allocation above fair share: what reclaim may take back for others.
     * ``starved_by`` = how far allocation is below ``min(fair share, requested)`` while a job of the subtree
       waits: demand it is entitled to but does not get.
     """
     stats = queue_stats_of(snapshot, result, resource)
+    held = observed_allocation(snapshot)
+    held_np = observed_allocation(snapshot, non_preemptible_only=True)
     qmap = snapshot.queue_map()
     parents = {q.parent for q in snapshot.queues if q.parent}
     running, pending = _job_counts(snapshot)
@@ -108,8 +118,9 @@ def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -
         s = stats.get(name, {})
         deserved = float(s.get("deserved", cfg.quota))
         fair = float(s.get("fair_share", math.nan))
-        alloc = float(s.get("allocated", math.nan))
-        alloc_np = float(s.get("allocated_non_preemptible", 0.0))
+        alloc = float(held[name][resource])
+        alloc_np = float(held_np[name][resource])
+        alloc_next = float(s.get("allocated", alloc))
         req = float(s.get("requested", math.nan))
         borrowed = max(0.0, alloc - deserved) if deserved != UNLIMITED and not math.isnan(alloc) else 0.0
         reclaimable = max(0.0, min(alloc - fair, alloc - alloc_np)) if not math.isnan(fair) else 0.0
@@ -135,7 +146,7 @@ def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -
             "deserved": deserved, "fair_share": fair, "allocated": alloc, "allocated_non_preemptible": alloc_np,
             "requested": req, "ratio": ratio, "borrowed": borrowed, "reclaimable": reclaimable,
             "starved_by": starved, "running_jobs": running.get(name, 0), "pending_jobs": pending.get(name, 0),
-            "state": state,
+            "state": state, "allocated_next": alloc_next,
         })
     return pd.DataFrame(rows, columns=QUEUE_COLUMNS)
 
@@ -143,7 +154,38 @@ def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -
 # -------------------------------------------------------------------------------------------------- jobs
 
 JOB_COLUMNS = ["job", "queue", "priority", "preemptible", "status", "tasks", "running_tasks", "pending_tasks",
-               "gpus", "nodes", "age_s", "reason"]
+               "gpus", "nodes", "age_s", "reason", "next_cycle"]
+"""``status``, the task counts and ``nodes`` are as observed; ``next_cycle`` is the engine's decision for the job
+this cycle in words ("KAI would bind 2 pods"), a prediction, empty when it changes nothing."""
+
+WOULD_BIND = "KAI would bind it this cycle"
+"""What the Pending list says of a job the engine binds whole in this cycle (a prediction, not the cluster)."""
+
+
+def next_cycle(job, result: Any) -> str:
+    """The engine's decisions for ``job``'s tasks this cycle in words, or ``""`` when it changes nothing:
+    "KAI would bind it this cycle", "KAI would bind 2 of 4 waiting pods", "KAI would pipeline it (bind once
+    resources are released)", "KAI would evict 1 pod". On a live cluster these are predictions: the views show
+    the observed state and this beside it."""
+    tasks = getattr(result, "tasks", None) or {}
+    if not tasks:
+        return ""
+    waiting = [t for t in job.tasks if t.status == "pending"]
+    bind = sum(1 for t in waiting if getattr(tasks.get(t.name), "status", None) == "binding")
+    pipe = sum(1 for t in waiting if getattr(tasks.get(t.name), "status", None) == "pipelined")
+    evict = sum(1 for t in job.tasks if t.status in ALLOCATED_STATUSES
+                and getattr(tasks.get(t.name), "status", None) in ("releasing", "pending"))
+    parts = []
+    if bind and bind == len(waiting):
+        parts.append(WOULD_BIND)
+    elif bind:
+        parts.append(f"KAI would bind {bind} of {len(waiting)} waiting pods this cycle")
+    if pipe:
+        what = "it" if pipe == len(waiting) else f"{pipe} of {len(waiting)} waiting pods"
+        parts.append(f"KAI would pipeline {what} this cycle (bind once resources are released)")
+    if evict:
+        parts.append(f"KAI would evict {evict} pod{'s' if evict > 1 else ''} this cycle")
+    return "; ".join(parts)
 
 
 def job_status(statuses: Iterable[str]) -> str:
@@ -185,6 +227,7 @@ def jobs_frame(snapshot: Snapshot, result: Any = None, queues: Optional[Iterable
             "nodes": ",".join(sorted({t.node for t in job.tasks if t.node})),
             "age_s": max(0.0, snapshot.time - job.creation_time),
             "reason": (dec.reason or "") if dec is not None else "",
+            "next_cycle": next_cycle(job, result),
         })
     return pd.DataFrame(rows, columns=JOB_COLUMNS)
 
@@ -192,7 +235,10 @@ def jobs_frame(snapshot: Snapshot, result: Any = None, queues: Optional[Iterable
 # ----------------------------------------------------------------------------------------------- pending
 
 PENDING_COLUMNS = ["job", "queue", "priority", "pending_tasks", "min_available", "gpus_requested", "wait_s",
-                   "reason", "message", "counterfactual", "eviction", "queue_allocated", "queue_fair_share", "queue_limit"]
+                   "reason", "message", "counterfactual", "eviction", "queue_allocated", "queue_fair_share",
+                   "queue_limit", "queue_allocated_next", "next_cycle"]
+"""Jobs waiting in the observed cluster (``queue_allocated`` observed too); ``next_cycle`` and
+``queue_allocated_next`` are the engine's prediction for this cycle (:func:`next_cycle`)."""
 
 
 def _explanation_fields(exp: Any) -> dict:
@@ -213,13 +259,16 @@ def _explanation_fields(exp: Any) -> dict:
 
 def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional[Mapping[str, Any]] = None,
                   resource: str = "gpu") -> pd.DataFrame:
-    """Every job with a pending task, longest wait first: the engine's reason and message, the explainer's
-    counterfactual, the eviction scenarios behind its outcome (victims it evicts, or why its searches found
-    none), and the queue numbers behind the reason."""
+    """Every job with a pending task in ``snapshot`` (the cluster as observed), longest wait first: the engine's
+    reason and message, the explainer's counterfactual, the eviction scenarios behind its outcome (victims it
+    evicts, or why its searches found none), the queue numbers behind the reason (allocated as observed), and
+    ``next_cycle``: what the engine would do with it this cycle (a job it binds stays listed until the cluster
+    runs it)."""
     decisions = getattr(result, "jobs", None) or {}
     notes = eviction_notes(result) if isinstance(result, ScheduleResult) else {}
     explanations = explanations or {}
     stats = queue_stats_of(snapshot, result, resource) if snapshot.queues else {}
+    held = observed_allocation(snapshot)
     node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
     default_mem = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpus and n.gpu_memory_mib), default=0.0)
     rows = []
@@ -232,6 +281,9 @@ def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional
         if dec is not None:
             fields.update(reason=dec.reason or "", message=dec.message or "")
         fields.update(_explanation_fields(explanations.get(job.key)))
+        predicted = next_cycle(job, result)
+        if predicted and not fields["counterfactual"] and dec is not None and dec.status != "pending":
+            fields["counterfactual"] = f"nothing: {predicted}"
         qs = stats.get(job.queue, {})
         rows.append({
             "job": job.key, "queue": job.queue, "priority": job.priority, "pending_tasks": len(waiting),
@@ -239,8 +291,9 @@ def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional
             "gpus_requested": round(float(sum(t.gpus_on(node_mem.get(t.node, default_mem)) for t in waiting
                                               if t.is_gpu)), 4),
             "wait_s": max(0.0, snapshot.time - job.creation_time), **fields,
-            "queue_allocated": qs.get("allocated", math.nan), "queue_fair_share": qs.get("fair_share", math.nan),
-            "queue_limit": qs.get("limit", math.nan),
+            "queue_allocated": held.get(job.queue, {}).get(resource, math.nan),
+            "queue_fair_share": qs.get("fair_share", math.nan), "queue_limit": qs.get("limit", math.nan),
+            "queue_allocated_next": qs.get("allocated", math.nan), "next_cycle": predicted,
         })
     frame = pd.DataFrame(rows, columns=PENDING_COLUMNS)
     return frame.sort_values(["wait_s", "job"], ascending=[False, True], kind="stable").reset_index(drop=True)
@@ -345,8 +398,9 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
     """One row per (node, GPU, task) slice: who holds which share of each device, and what it really uses.
 
     With a DCGM frame (``scheduler.metrics``) measured usage and the over-share flag come from it; without one,
-    slices come from the snapshot (tasks' ``gpu_indices``, else their GPU group, else a free device) and
-    usage from each task's own ``usage`` when the snapshot carries it. ``over_share`` marks a pod using more
+    slices come from the snapshot (tasks' ``gpu_indices``, else their GPU group, else none: held, device unknown)
+    and usage from each task's own ``usage`` when the snapshot carries it (per device, as KAI's ``gpu-memory``
+    and ``gpu-fraction`` are per device: a pod on 2 devices using 2,000 MiB on each shows 2,000 MiB on each). ``over_share`` marks a pod using more
     GPU memory than its share (KAI does not isolate GPU memory: neighbours risk out-of-memory).
     """
     if is_dcgm_frame(gpu_frame) and len(gpu_frame):
@@ -366,11 +420,10 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
             source = "snapshot" if t.gpu_indices else "reservation"
             if not idx:
                 idx, source = [-1] * _device_count(t), "unknown"
-            n_dev = max(1, len(idx))
             for i in idx:
                 if i >= node.gpus or (i < 0 and source != "unknown"):
                     continue
-                mem_used = t.usage.gpu_memory_mib / n_dev if t.usage is not None else None
+                mem_used = t.usage.gpu_memory_mib if t.usage is not None else None   # per device (TaskUsage)
                 util = t.usage.gpu_util * 100.0 if t.usage is not None else None
                 mem_share = share * node.gpu_memory_mib
                 rows.append({

@@ -1,7 +1,8 @@
 """What is wrong with the data right now, and the server's probes.
 
 * :func:`assess` runs after every published tick: it collects what a tick succeeded *despite* — a Kubernetes
-  resource forbidden, failing or reconnecting (its cached objects are stale), objects the converter skipped
+  resource forbidden, failing or reconnecting (its cached objects are stale), a required one absent (an optional
+  CRD the cluster does not install, such as KAI's Topology, is not a fault), objects the converter skipped
   or adjusted (a malformed Queue, a garbage ``gpu-fraction`` annotation), GPU metrics stale or failing — and
   marks the state ``degraded`` with the reasons first in ``source_detail``. The next clean tick clears it
   (``LiveState.publish`` resets the status), so recovery needs nothing but the fault going away.
@@ -61,7 +62,8 @@ def feed_problems(feed) -> list[str]:
     try:
         status = source.status()
         for name, r in getattr(status, "resources", {}).items():
-            if r.state != "ok":
+            # an optional CRD the cluster does not serve is no fault (the status line still says "absent")
+            if not getattr(r, "healthy", r.state == "ok"):
                 out.append(f"{name} {r.state}" + (f": {r.error}" if r.error else ""))
         for w in getattr(source, "warnings", []) or []:
             if w.name is not None:          # resource-level problems are already listed above

@@ -176,7 +176,8 @@ class InsightTracker:
     def observe(self, snapshot: Snapshot, scheduled: Snapshot, gpu_frame: Optional[pd.DataFrame],
                 evictions: Any = None, simulated: bool = False) -> Insight:
         """Record one tick and return its :class:`Insight`. ``simulated``: the source applies the engine's
-        decisions (log ``scheduled`` with ``evictions``); otherwise the source's ``snapshot`` is logged."""
+        decisions (log and price ``scheduled``, with ``evictions``); otherwise the source's ``snapshot`` is logged
+        and priced: on a live cluster the engine's binds are predictions, never billed allocations."""
         now = _time.monotonic()
         with self._lock:
             if simulated:
@@ -184,7 +185,7 @@ class InsightTracker:
             else:
                 self.log.observe(snapshot)
             if now - self._costs_at >= self.cost_every_s or self._costs is None:
-                self._costs = cost_rates(scheduled, self.prices, gpu_frame)
+                self._costs = cost_rates(scheduled if simulated else snapshot, self.prices, gpu_frame)
                 self._costs_at = now
                 self.ledger.add(self._costs)
                 self._cost_history = None

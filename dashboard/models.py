@@ -100,6 +100,12 @@ class ViewModel(param.Parameterized):
         return self.tick.scheduled if self.tick is not None else None
 
     @property
+    def observed(self):
+        """The cluster as the source observed it (the session's input): what counts, pending and allocated
+        figures are computed from; the engine's decisions over it are predictions (``next_cycle``)."""
+        return self.tick.snapshot if self.tick is not None else None
+
+    @property
     def result(self):
         return self.tick.result if self.tick is not None else None
 
@@ -119,7 +125,7 @@ class OverviewModel(ViewModel):
     def numbers(self) -> dict:
         if self.tick is None:
             return {}
-        return self._cached("overview", lambda: frames.overview_numbers(self.snapshot, self.result,
+        return self._cached("overview", lambda: frames.overview_numbers(self.observed, self.result,
                                                                         gpu_table(self.tick)))
 
     def queue_table(self) -> pd.DataFrame:
@@ -140,22 +146,41 @@ class OverviewModel(ViewModel):
     def waits_and_cost(self) -> dict:
         """:func:`scheduler.waits.cluster_overview` of the tick ({} before it has waits, ETA and cost)."""
         ins = self.tick.insight if self.tick is not None else None
-        return ins.overview(self.snapshot) if ins is not None else {}
+        return ins.overview(self.observed) if ins is not None else {}
 
 
 def queue_table(tick: Optional[Tick], resource: str = "gpu") -> pd.DataFrame:
-    """The queue frame of a tick (cached per tick)."""
+    """The queue frame of a tick (cached per tick): allocated and job counts as observed, the engine's
+    after-cycle allocation in ``allocated_next``."""
     if tick is None:
         return _empty(frames.QUEUE_COLUMNS)
     return per_tick(tick, f"queues:{resource}",
-                    lambda: frames.queue_frame(tick.scheduled, tick.result, resource))
+                    lambda: frames.queue_frame(tick.snapshot, tick.result, resource))
 
 
 def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
+    """Jobs waiting in the observed cluster (cached per tick), with their ETA; a job the engine binds this cycle
+    stays listed (the cluster has not run it yet) and its expected start says so."""
     if tick is None:
         return with_eta(_empty(frames.PENDING_COLUMNS), None)
-    return per_tick(tick, "pending", lambda: with_eta(frames.pending_frame(tick.scheduled, tick.result,
-                                                                           tick.explanations), tick.insight))
+    return per_tick(tick, "pending", lambda: with_prediction(with_eta(
+        frames.pending_frame(tick.snapshot, tick.result, tick.explanations), tick.insight)))
+
+
+def starts_this_cycle(pending: pd.DataFrame) -> pd.Series:
+    """Rows of :func:`pending_table` whose job the engine binds or pipelines (some of its pods) this cycle."""
+    return pending["next_cycle"].fillna("").str.contains(r"^KAI would (?:bind|pipeline)", regex=True)
+
+
+def with_prediction(pending: pd.DataFrame) -> pd.DataFrame:
+    """The expected start of a job the engine binds or pipelines this cycle is that decision (the forward ETA
+    runs from the state after it, where the job no longer waits)."""
+    predicted = starts_this_cycle(pending)
+    if predicted.any():
+        pending = pending.copy()
+        pending.loc[predicted, "eta"] = pending.loc[predicted, "next_cycle"]
+        pending.loc[predicted, "eta_p50_s"] = 0.0
+    return pending
 
 
 def slices_table(tick: Optional[Tick]) -> pd.DataFrame:
@@ -181,7 +206,7 @@ def overlay_table(tick: Optional[Tick]) -> pd.DataFrame:
 def jobs_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return _empty(frames.JOB_COLUMNS)
-    return per_tick(tick, "jobs", lambda: frames.jobs_frame(tick.scheduled, tick.result))
+    return per_tick(tick, "jobs", lambda: frames.jobs_frame(tick.snapshot, tick.result))
 
 
 # -------------------------------------------------------------------------------------------------- queues
@@ -204,7 +229,7 @@ class QueuesModel(ViewModel):
         ins = self.tick.insight if self.tick is not None else None
         if ins is None:
             return _empty(QUEUE_STATUS_COLUMNS)
-        return ins.queue_status(self.snapshot)
+        return ins.queue_status(self.observed)
 
     def currency(self) -> str:
         ins = self.tick.insight if self.tick is not None else None
@@ -362,6 +387,10 @@ class GpusModel(ViewModel):
 
 # ------------------------------------------------------------------------------------------------- pending
 
+STARTS_NOW = "KAI would start this cycle"
+"""The Pending summary's key for jobs the engine binds or pipelines this cycle."""
+
+
 class PendingModel(ViewModel):
     """Every waiting job with its reason, the numbers and a counterfactual."""
 
@@ -377,8 +406,13 @@ class PendingModel(ViewModel):
         return df.reset_index(drop=True)
 
     def reasons(self) -> dict[str, int]:
+        """Waiting jobs per KAI reason code; ``(none)`` without one, :data:`STARTS_NOW` for a job the engine binds
+        or pipelines this cycle with no reason left (a prediction: it still waits in the cluster)."""
         df = pending_table(self.tick)
-        return df["reason"].replace("", "(none)").value_counts().to_dict() if len(df) else {}
+        if not len(df):
+            return {}
+        none = starts_this_cycle(df).map({True: STARTS_NOW, False: "(none)"})
+        return df["reason"].where(df["reason"] != "", none).value_counts().to_dict()
 
     def explanation(self, job: str) -> Any:
         return self.tick.explanations.get(job) if self.tick is not None else None

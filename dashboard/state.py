@@ -21,16 +21,18 @@ import pandas as pd
 import param
 
 from scheduler.model import ALLOCATED_STATUSES, Snapshot
+from scheduler.queue_allocation import observed_allocation
 
 
 @dataclass(frozen=True)
 class Tick:
     """One published loop iteration: the cluster as scheduled at one moment.
 
-    ``snapshot`` is what the source delivered (the session's input); ``result`` is the engine's
-    ``ScheduleResult`` over it (``None`` when the engine is unavailable or failed); ``scheduled`` is the state
-    after the decisions (``result.snapshot``), which the views render. ``gpu_frame`` is the per-GPU DCGM
-    frame (or ``None``), ``explanations`` the why-pending records by job key.
+    ``snapshot`` is what the source delivered (the session's input: the cluster as observed), from which the
+    views compute counts, pending lists and allocations; ``result`` is the engine's ``ScheduleResult`` over it
+    (``None`` when the engine is unavailable or failed); ``scheduled`` is the state after the decisions
+    (``result.snapshot``): on a live cluster a prediction, shown as such ("KAI would bind ...").
+    ``gpu_frame`` is the per-GPU DCGM frame (or ``None``), ``explanations`` the why-pending records by job key.
     """
 
     index: int
@@ -79,8 +81,11 @@ class HistoryRecord:
 
 
 def record_from_tick(tick: Tick) -> HistoryRecord:
-    """The history point of a tick: totals and per-queue numbers straight from the engine's result."""
-    snap = tick.scheduled
+    """The history point of a tick: totals and per-queue numbers of the cluster as observed (allocated, pending,
+    waits: the session's input, as KAI accounts them), fair share, deserved and requested from the engine's
+    result. The engine's binds and evictions of the tick are predictions and are not recorded as facts;
+    ``evictions`` counts the evictions it decided."""
+    snap = tick.snapshot
     gpus_total = float(sum(n.gpus for n in snap.nodes if n.ready))
     allocated = 0.0
     node_mem = {n.name: n.gpu_memory_mib for n in snap.nodes}
@@ -113,10 +118,11 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
     for job in snap.jobs:
         if any(t.status == "pending" for t in job.tasks):
             pending_by_queue[job.queue] = pending_by_queue.get(job.queue, 0) + 1
+    held = observed_allocation(snap)
     for q in snap.queues:
         gpu = stats.get(q.name, {}).get("gpu", {})
         queues[q.name] = {
-            "allocated": float(gpu.get("allocated", math.nan)),
+            "allocated": float(held[q.name]["gpu"]),
             "fair_share": float(gpu.get("fair_share", math.nan)),
             "deserved": float(gpu.get("deserved", math.nan)),
             "requested": float(gpu.get("requested", math.nan)),

@@ -11,18 +11,19 @@ from __future__ import annotations
 from .model import ALLOCATED_STATUSES, RESOURCES, Snapshot
 
 
-def observed_allocation(snapshot: Snapshot) -> dict[str, dict[str, float]]:
+def observed_allocation(snapshot: Snapshot, non_preemptible_only: bool = False) -> dict[str, dict[str, float]]:
     """``{queue: {"gpu": devices, "cpu": millicores, "memory": bytes}}`` held now, rolled up to ancestors.
 
     GPUs count fractions as KAI does (``Task.gpus_on``: a GPU-memory request as a fraction of its node's GPU
     memory). Every queue of the snapshot is present (zeros when it holds nothing); a job whose queue is not
-    in the snapshot is not counted.
+    in the snapshot is not counted. ``non_preemptible_only``: only non-preemptible jobs (KAI's
+    ``AllocatedNonPreemptible``, what reclaim cannot take back).
     """
     parent = {q.name: q.parent for q in snapshot.queues}
     out = {name: dict.fromkeys(RESOURCES, 0.0) for name in parent}
     node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
     for job in snapshot.jobs:
-        if job.queue not in out:
+        if job.queue not in out or (non_preemptible_only and job.is_preemptible):
             continue
         gpu = cpu = mem = 0.0
         for t in job.tasks:

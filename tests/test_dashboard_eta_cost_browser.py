@@ -13,7 +13,7 @@ import time
 import pytest
 
 from scheduler.sources.synthetic import generate_scenario
-from test_dashboard_browser import SHOTS, Page, Server, browser, page  # noqa: F401 - fixtures shared
+from test_dashboard_browser import SHOTS, Page, Server, browser, page, table_rows  # noqa: F401 - fixtures shared
 
 pytestmark = pytest.mark.browser
 _PlaywrightError = pytest.importorskip("playwright.sync_api").Error
@@ -92,10 +92,13 @@ def test_queues_status_panel_has_waits_expected_waits_and_cost_per_queue(served,
     panel = page.page.locator(".tabulator", has_text="expected wait")
     panel.locator(".tabulator-row").first.wait_for(timeout=60_000)
     _wait_text(panel, re.compile(r"~\d|beyond|none waiting"))
-    rows = [r.evaluate("row => Object.fromEntries([...row.querySelectorAll('.tabulator-cell')]"
-                       ".map(c => [c.getAttribute('tabulator-field'), c.innerText.trim()]))")
-            for r in panel.locator(".tabulator-row").all()]
-    assert sorted(r["queue"] for r in rows) == leaves
+    reads = []
+    for _ in range(8):            # the panel re-renders every tick (1 s): every read is whole, rows never half-built
+        reads.append(table_rows(panel))
+        page.page.wait_for_timeout(250)
+    for rows in reads:
+        assert sorted(r.get("queue") for r in rows) == leaves, rows
+    rows = reads[-1]
     for cells in rows:
         assert re.fullmatch(r"~.+|beyond .+|none waiting|no estimate yet", cells["est_wait"]), cells
         assert (cells["est_wait"] == "none waiting") == (cells["pending_jobs"] == "0"), cells

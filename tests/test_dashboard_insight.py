@@ -51,8 +51,8 @@ def test_queue_status_reads_the_same_log_eta_and_costs(sim_loop):
     tick = sim_loop.state.tick
     ins = tick.insight
     shown = QueuesModel(sim_loop.state).status().set_index("queue")
-    direct = queue_status(tick.scheduled, ins.history, ins.eta, ins.costs).set_index("queue")
-    assert list(shown.index) == sorted(q.name for q in tick.scheduled.leaf_queues())
+    direct = queue_status(tick.snapshot, ins.history, ins.eta, ins.costs).set_index("queue")   # as observed
+    assert list(shown.index) == sorted(q.name for q in tick.snapshot.leaf_queues())
     assert shown["pending_jobs"].equals(direct["pending_jobs"])
     for q in shown.index:
         assert shown.at[q, "est_wait_s"] == pytest.approx(ins.eta.queue_wait_s(q)) or (
@@ -155,3 +155,22 @@ def test_serve_refuses_a_bad_price_file_before_it_starts(tmp_path):
     assert proc.returncode == 1
     assert str(bad) in proc.stderr or "H100" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_live_cluster_is_priced_as_observed_not_with_the_engines_binds():
+    """kube / snapshot sources: the engine binding b-serve this cycle is a prediction; the allocated cost is what
+    the cluster holds (a's 4 GPUs), not 6 GPUs."""
+    from scheduler.cost import GpuPrices, cost_rates
+    from scheduler.engine import run_session
+    from scheduler.snapshot_io import loads_snapshot
+    from test_dashboard_models import SCENARIO
+
+    from dashboard.insight import InsightTracker
+
+    snap = loads_snapshot(SCENARIO)
+    result = run_session(snap)
+    prices = GpuPrices()
+    ins = InsightTracker(prices, eta=False).observe(snap, result.snapshot, None, simulated=False)
+    assert ins.costs.total("allocated") == pytest.approx(cost_rates(snap, prices).total("allocated"))
+    assert ins.costs.total("allocated", "b") == 0
+    assert cost_rates(result.snapshot, prices).total("allocated", "b") > 0      # what the old pricing billed

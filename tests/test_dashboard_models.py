@@ -88,13 +88,15 @@ def test_queue_frame_has_the_hand_derived_fair_shares_and_allocations(state):
     assert list(df["depth"]) == [0, 1, 1]
     a, b, org = _row(df, "queue", "a"), _row(df, "queue", "b"), _row(df, "queue", "org")
     assert (a["deserved"], a["fair_share"], a["allocated"], a["requested"]) == (2, 4, 4, 4)
-    assert (b["deserved"], b["fair_share"], b["allocated"], b["requested"], b["limit"]) == (2, 3, 2, 4, 3)
-    assert (org["fair_share"], org["allocated"], org["requested"]) == (8, 6, 8)
+    # allocated is the cluster as observed: the engine binds b-serve this cycle, but the cluster has not yet
+    assert (b["deserved"], b["fair_share"], b["allocated"], b["requested"], b["limit"]) == (2, 3, 0, 4, 3)
+    assert (org["fair_share"], org["allocated"], org["requested"]) == (8, 4, 8)
+    assert (b["allocated_next"], org["allocated_next"], a["allocated_next"]) == (2, 6, 4)   # the prediction
     assert a["borrowed"] == 2 and a["state"] == "borrowing"            # 4 allocated, 2 deserved
-    assert b["starved_by"] == 1 and b["state"] == "starved"            # min(3, 4) - 2, a job waits
-    assert b["ratio"] == pytest.approx(2 / 3)                          # KAI's queue order key
-    assert (b["running_jobs"], b["pending_jobs"]) == (1, 1)
-    assert (org["running_jobs"], org["pending_jobs"]) == (2, 1)        # rolled up
+    assert b["starved_by"] == 3 and b["state"] == "starved"            # min(3, 4) - 0, jobs wait
+    assert b["ratio"] == 0                                             # KAI's queue order key at session open
+    assert (b["running_jobs"], b["pending_jobs"]) == (0, 2)
+    assert (org["running_jobs"], org["pending_jobs"]) == (1, 2)        # rolled up
 
 
 def test_queue_frame_is_the_engines_queue_stats(state, snapshot):
@@ -102,8 +104,20 @@ def test_queue_frame_is_the_engines_queue_stats(state, snapshot):
     df = QueuesModel(state).frame()
     for r in df.itertuples():
         stats = result.queue_stats[r.queue]["gpu"]
-        for col in ("deserved", "fair_share", "allocated", "requested"):
+        for col in ("deserved", "fair_share", "requested"):
             assert getattr(r, col) == pytest.approx(stats[col]), (r.queue, col)
+        assert r.allocated_next == pytest.approx(stats["allocated"]), r.queue   # after the session's decisions
+
+
+def test_queue_allocated_is_observed_as_kai_accounts_it_for_every_resource(state, snapshot):
+    from scheduler.queue_allocation import observed_allocation
+
+    held = observed_allocation(snapshot)
+    m = QueuesModel(state)
+    for resource in ("gpu", "cpu", "memory"):
+        m.resource = resource
+        for r in m.frame().itertuples():
+            assert r.allocated == pytest.approx(held[r.queue][resource]), (resource, r.queue)
 
 
 def test_queue_jobs_and_descendants(state):
@@ -111,9 +125,11 @@ def test_queue_jobs_and_descendants(state):
     assert set(m.descendants("org")) == {"org", "a", "b"}
     jobs = m.jobs("b")
     assert set(jobs["job"]) == {"b-serve", "b-big"}
-    assert _row(jobs, "job", "b-serve")["status"] == "binding"
-    assert _row(jobs, "job", "b-serve")["nodes"] == "n1"
+    serve = _row(jobs, "job", "b-serve")
+    assert (serve["status"], serve["nodes"]) == ("pending", "")       # as observed: not bound yet
+    assert serve["next_cycle"] == F.WOULD_BIND                         # the engine's decision, a prediction
     assert _row(jobs, "job", "b-big")["reason"] == "OverLimit"
+    assert _row(jobs, "job", "b-big")["next_cycle"] == ""
     assert len(m.jobs("org")) == 3
 
 
@@ -121,14 +137,36 @@ def test_queue_jobs_and_descendants(state):
 
 def test_pending_frame_gives_reason_numbers_and_wait(state):
     df = PendingModel(state).frame()
-    assert list(df["job"]) == ["b-big"]
-    r = df.iloc[0]
+    assert list(df["job"]) == ["b-serve", "b-big"]  # both wait in the cluster; longest wait first
+    r = df.iloc[1]
     assert r["reason"] == "OverLimit"
     assert r["wait_s"] == 500                      # time 1000 - creation 500
     assert r["gpus_requested"] == 2
-    assert r["queue_limit"] == 3 and r["queue_allocated"] == 2
+    assert r["queue_limit"] == 3 and r["queue_allocated"] == 0 and r["queue_allocated_next"] == 2
     assert r["message"]                             # the engine's text
     assert r["counterfactual"]                      # the explainer's
+    assert r["next_cycle"] == ""
+
+
+def test_a_job_the_engine_binds_stays_pending_until_the_cluster_runs_it(state):
+    serve = PendingModel(state).frame().iloc[0]
+    assert serve["job"] == "b-serve" and serve["wait_s"] == 600
+    assert serve["next_cycle"] == F.WOULD_BIND and serve["eta"] == F.WOULD_BIND
+    assert serve["counterfactual"] == f"nothing: {F.WOULD_BIND}"
+
+
+def test_the_next_tick_shows_the_bind_once_the_cluster_made_it(snapshot):
+    import dataclasses
+
+    st = LiveState()
+    tick = publish_snapshot(st, snapshot, "t")
+    bound = tick.result.snapshot                  # what a cluster that followed KAI looks like next
+    ran = dataclasses.replace(bound, jobs=[dataclasses.replace(j, tasks=[
+        dataclasses.replace(t, status="running" if t.status == "binding" else t.status) for t in j.tasks])
+        for j in bound.jobs])
+    publish_snapshot(st, ran, "t")
+    assert list(PendingModel(st).frame()["job"]) == ["b-big"]
+    assert _row(QueuesModel(st).frame(), "queue", "b")["allocated"] == 2
 
 
 def test_pending_filters(state):
@@ -136,7 +174,7 @@ def test_pending_filters(state):
     assert m.frame().empty
     m.queue, m.reason = "b", "OverLimit"
     assert list(m.frame()["job"]) == ["b-big"]
-    assert m.reasons() == {"OverLimit": 1}
+    assert m.reasons() == {"OverLimit": 1, "KAI would start this cycle": 1}
 
 
 # --------------------------------------------------------------------------------------------------- GPUs
@@ -196,6 +234,48 @@ jobs:
     assert dev["over_share"] and not dev["idle_allocated"]
 
 
+def test_usage_of_a_pod_on_several_devices_is_per_device():
+    """TaskUsage is per device (as KAI's gpu-memory and gpu-fraction with gpu-fraction-num-devices are): a
+    0.25 x 2 pod using 6,000 MiB on each device shows 6,000 MiB on each, and a whole 2-GPU pod 35,000 on each."""
+    snap = loads_snapshot("""
+version: 1
+nodes: [{name: n0, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi},
+        {name: n1, gpus: 2, gpu_memory_mib: 40000, cpu_millis: 8000, memory_bytes: 64Gi}]
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: m, queue: q, tasks: [{name: m-0, gpu: 0.25, gpu_devices: 2, status: running, node: n0,
+      gpu_group: [g0, g1], gpu_index: [0, 1], usage: {gpu_memory_mib: 6000, gpu_util: 0.2}}]}
+  - {name: w, queue: q, tasks: [{name: w-0, gpu: 2, status: running, node: n1, gpu_index: [0, 1],
+      usage: {gpu_memory_mib: 35000, gpu_util: 0.9}}]}
+""")
+    sl = F.gpu_slices_frame(snap)
+    used = {(r.node, r.gpu_index): r.memory_used_mib for r in sl.itertuples()}
+    assert used == {("n0", 0): 6000, ("n0", 1): 6000, ("n1", 0): 35000, ("n1", 1): 35000}
+    assert not sl["over_share"].any()                             # 6,000 of a 10,000 MiB share on each device
+    g = F.gpu_frame_from_slices(snap, sl)
+    assert list(g["memory_used_mib"]) == [6000, 6000, 35000, 35000]
+
+
+def test_slices_from_the_snapshot_and_from_dcgm_agree_on_memory_per_device():
+    """The simulated dcgm-exporter (an independent reading of TaskUsage) and the snapshot path give each slice
+    the same memory on each device: llm-pretrain-0 60,000 MiB on each of 8 GPUs, multi-0 2,000 on each of 2."""
+    from metrics_scenario import metrics_snapshot
+    from scheduler.metrics import variants as V
+    from scheduler.metrics.dcgm import build_gpu_frame, samples_from_exposition
+    from scheduler.metrics.exporter import render_exposition, simulate_gpus
+
+    snap = metrics_snapshot()
+    ev = V.EXPORTER_VARIANTS["classic"]
+    dcgm = build_gpu_frame(snap, samples_from_exposition(render_exposition(simulate_gpus(snap), ev, per_pod=True),
+                                                         V.variant_for_exporter(ev)))
+    plain, measured = F.gpu_slices_frame(snap), F.gpu_slices_frame(snap, dcgm)
+    for task in ("llm-pretrain-0", "multi-0"):
+        a = plain[plain["task"] == task].set_index("gpu_index")["memory_used_mib"].sort_index()
+        b = measured[measured["task"] == task].set_index("gpu_index")["memory_used_mib"].sort_index()
+        assert list(a.index) == list(b.index) and list(a) == pytest.approx(list(b)), task
+    assert set(plain.loc[plain["task"] == "multi-0", "memory_used_mib"]) == {2000}
+
+
 def test_a_whole_gpu_pod_with_no_device_evidence_is_held_device_unknown_not_drawn_on_a_guess():
     snap = loads_snapshot("""
 version: 1
@@ -217,8 +297,8 @@ jobs:
 def test_overview_numbers_and_alerts(state):
     m = OverviewModel(state)
     n = m.numbers()
-    assert (n["gpus_total"], n["gpus_allocated"], n["pending_jobs"], n["running_jobs"]) == (8, 6, 1, 2)
-    assert n["allocation_pct"] == 75.0
+    assert (n["gpus_total"], n["gpus_allocated"], n["pending_jobs"], n["running_jobs"]) == (8, 4, 2, 1)   # observed
+    assert n["allocation_pct"] == 50.0 and n["tasks_started"] == 1      # the engine's decisions: this cycle
     assert math.isnan(n["gpus_used"])                      # no usage in the snapshot: no DCGM numbers
     kinds = [(a["kind"], a["subject"]) for a in m.alerts()]
     assert ("starved", "b") in kinds
@@ -316,10 +396,11 @@ def test_timeline_frames_follow_the_loop(snapshot):
     loop.step()
     m = TimelineModel(loop.state)
     totals = m.totals()
-    assert len(totals) == 1 and totals["gpus_allocated"].iloc[0] == 6
+    assert len(totals) == 1 and totals["gpus_allocated"].iloc[0] == 4       # as observed
+    assert totals["pending_jobs"].iloc[0] == 2
     per_q = m.per_queue()
     assert set(per_q["queue"]) == {"a", "b"}              # leaf queues by default
-    assert _row(per_q, "queue", "b")["fair_share"] == 3
+    assert _row(per_q, "queue", "b")["fair_share"] == 3 and _row(per_q, "queue", "b")["allocated"] == 0
 
 
 class _FlakyFeed(Feed):

@@ -298,3 +298,98 @@ def test_simulated_pods_that_started_later_have_real_usage(sim_loop):
     assert running and all(t.usage is not None for t in running)       # none reads as idle for want of data
     started_later = [t for j, t in snap.iter_tasks() if t.status == "running" and j.creation_time > 1767225600.0]
     assert started_later, "some arrival started during the run"
+
+
+def test_queues_and_pending_views_show_the_engines_binds_as_a_prediction(state):
+    """b-serve waits in the cluster; the engine binds it this cycle: the views say so beside the observed
+    numbers, never instead of them."""
+    from dashboard.models import Selection
+
+    q = QueuesView(state, Selection(queue="b"))
+    assert "KAI would hold 2 after this cycle" in q.detail_title.object
+    assert "allocated <b>0</b>" in q.detail_title.object
+    jobs = q.jobs.value.set_index("job")
+    assert jobs.loc["b-serve", "status"] == "pending"
+    assert jobs.loc["b-serve", "next_cycle"] == "KAI would bind it this cycle"
+    p = PendingView(state, Selection(job="b-serve"))
+    assert list(p.table.value.index) == ["b-serve", "b-big"]
+    assert p.table.value.loc["b-serve", "eta"] == "KAI would bind it this cycle"
+    assert "KAI would start this cycle 1" in p.summary.object and "OverLimit 1" in p.summary.object
+    assert "This cycle:" in p.detail.object and "has not bound it yet" in p.detail.object
+
+
+TWO_POOLS = """
+version: 1
+time: 1000
+nodes:
+  - {name: t0, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi,
+     labels: {kai.scheduler/node-pool: train}}
+  - {name: i0, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi,
+     labels: {kai.scheduler/node-pool: infer}}
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: idle, queue: q, tasks: [{name: idle-0, gpu: 1, status: running, node: t0, gpu_index: 0,
+      usage: {gpu_memory_mib: 100, gpu_util: 0.0}}]}
+  - {name: busy, queue: q, tasks: [{name: busy-0, gpu: 1, status: running, node: i0, gpu_index: 1,
+      usage: {gpu_memory_mib: 60000, gpu_util: 0.9}}]}
+"""
+
+
+def test_gpu_slice_table_never_shows_a_node_the_pool_filter_leaves_out():
+    from dashboard.loop import state_from_snapshot
+    from dashboard.models import Selection
+
+    st = state_from_snapshot(loads_snapshot(TWO_POOLS), simulated_metrics=False)
+    sel = Selection()
+    v = GpusView(st, sel)
+    assert v.node_select.value == "t0"                          # the idle allocation is worth a look first
+    assert list(v.node_table.value["task"]) == ["idle-0"]
+    v.pool.value = "infer"                                      # t0 is in pool train: out of the picture
+    assert v.node_select.value != "t0" and "idle-0" not in list(v.node_table.value["task"])
+    assert set(v.node_table.value["task"]) <= {"busy-0"}
+    v.pool.value = ""
+    sel.node = "i0"
+    assert list(v.node_table.value["task"]) == ["busy-0"]
+    v.pool.value = "train"                                      # a selected node the filter drops is not kept
+    assert list(v.node_table.value["task"]) == ["idle-0"]
+
+
+def test_gpu_grid_keeps_one_figure_when_the_layout_changes():
+    """A filter or page change resizes the same figure and moves its ranges; its data sources keep their ids,
+    so a click the browser sends for the grid it drew always refers to models the server still has."""
+    from dashboard.loop import state_from_snapshot
+
+    v = GpusView(state_from_snapshot(loads_snapshot(TWO_POOLS), simulated_metrics=False))
+    fig, sources = v.fig, dict(v.sources)
+    ids = {name: s.id for name, s in sources.items()}
+    assert v.plot.object is fig
+    x_end = fig.x_range.end
+    v.pool.value = "infer"                                     # one node: a narrower grid
+    assert v.fig is fig and v.plot.object is fig
+    assert {name: s.id for name, s in v.sources.items()} == ids
+    assert fig.x_range.end < x_end and list(v.sources["devices"].data["node"]) == ["i0", "i0"]
+    assert v.plot.height == fig.height + 10
+    # a tap on the grid as drawn now selects the node drawn there
+    v.sources["devices"].selected.indices = [1]
+    assert v.selection.node == "i0"
+
+
+def test_gpu_grid_positions_are_computed_once_per_layout(monkeypatch):
+    """The grid and the next-cycle overlay share the page's positions, computed again only when the layout
+    (the page's nodes) changes, not on every tick or colour change."""
+    from dashboard.loop import state_from_snapshot
+
+    calls = []
+    real = gpus_view.grid_positions
+    monkeypatch.setattr(gpus_view, "grid_positions", lambda *a, **k: calls.append(a) or real(*a, **k))
+    v = GpusView(state_from_snapshot(loads_snapshot(TWO_POOLS), simulated_metrics=False))
+    assert len(calls) == 1
+    v.model.colour_by = "memory"
+    v.refresh(force=True)
+    assert len(calls) == 1                                     # same nodes: the positions are reused
+    v.pool.value = "infer"
+    assert len(calls) == 2 and calls[-1][0] == ["i0"]
+    overlay = pd.DataFrame({"task": ["x-0"], "action": ["bind"], "node": ["i0"], "gpu_index": [-1],
+                            "text": ["KAI would bind x-0 to i0"]})
+    out = gpus_view.overlay_source(overlay, v.model.page_frames()[0], ["i0"], v._layout_cache[1])
+    assert len(calls) == 2 and list(out["text"]) == ["KAI would bind x-0 to i0"]

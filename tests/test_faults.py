@@ -104,6 +104,20 @@ def test_clean_cluster_publishes_ok_and_is_ready(loop):
     assert r["ready"] and r["problems"] == []
 
 
+def test_an_absent_optional_crd_is_said_but_is_no_fault(kube, kubeconfig):
+    """No KAI Topology CRD on the cluster: the status line says "topologies absent", the loop is ok, not
+    degraded, and ready with no problem listed."""
+    kube.unserve("topologies")
+    lp = kube_loop(kubeconfig)
+    try:
+        assert lp.step() is not None
+        assert clean(lp), (lp.state.source_status, health.problems(lp.state))
+        assert "topologies absent" in lp.state.source_detail
+        assert health.readiness(lp.state)["problems"] == []
+    finally:
+        lp.stop()
+
+
 def test_forbidden_resource_degrades_with_the_reason_and_recovers(kube, loop):
     loop.step()
     kube.fail("podgroups", 403)

@@ -280,3 +280,46 @@ tests:
     out = subprocess.run([promtool, "test", "rules", "test.yml"], capture_output=True, text=True, timeout=60,
                          cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_pending_series_are_the_observed_cluster_and_the_sessions_a_separate_series(result):
+    """The engine binds vision-sweep this cycle: until the cluster runs it, it waits (Prometheus agrees with the
+    dashboard's Pending list); the session's leftover is its own series."""
+    import dataclasses
+
+    observed = result.snapshot
+    jobs = dict(result.jobs, **{"vision-sweep": JobDecision("binding")})
+    bound = dataclasses.replace(observed, jobs=[
+        dataclasses.replace(j, tasks=[dataclasses.replace(t, status="binding", node="h100-1")
+                                      for t in j.tasks]) if j.name == "vision-sweep" else j
+        for j in observed.jobs])
+    m = KaidashMetrics()
+    m.update(dataclasses.replace(result, jobs=jobs, snapshot=bound), observed=observed)
+    p = parse(m)
+    assert value(p, "kaidash_queue_pending_jobs", queue="vision") == 2         # both still wait in the cluster
+    assert value(p, "kaidash_queue_pending_wait_oldest_seconds", queue="vision") == 1400
+    assert value(p, "kaidash_queue_pending_wait_mean_seconds", queue="vision") == 1000
+    assert value(p, "kaidash_queue_pending_gpus", queue="vision") == 4         # vision-sweep's 2x2 included
+    assert value(p, "kaidash_queue_pending_jobs_after_session", queue="vision") == 1   # etl left pending
+
+
+def test_holder_unknown_gpus_counts_each_busy_gpu_whose_holder_no_evidence_gives(result):
+    """llm-pretrain-0 uses all 8 GPUs of h100-0; with no device index on the pod and no pod labels on the
+    exporter's series, the 8 busy devices are "holder unknown" (maybe that pod's), never "unallocated"."""
+    import dataclasses
+
+    snap = result.snapshot
+    ev = V.EXPORTER_VARIANTS["classic"]
+    samples = samples_from_exposition(render_exposition(simulate_gpus(snap), ev), V.variant_for_exporter(ev))
+    samples[["pod", "namespace", "container"]] = ""                             # an exporter without pod labels
+    observed = dataclasses.replace(snap, jobs=[dataclasses.replace(j, tasks=[
+        dataclasses.replace(t, gpu_indices=[]) if t.name == "llm-pretrain-0" else t for t in j.tasks])
+        for j in snap.jobs])
+    frame = build_gpu_frame(observed, samples, {("h100-1", i): 0.0 for i in range(4)})
+    m = KaidashMetrics()
+    m.update(result, frame, observed=observed)
+    p = parse(m)
+    assert value(p, "kaidash_holder_unknown_gpus") == 8
+    assert value(p, "kaidash_unallocated_in_use_gpus") == 0
+    m.update(result, gpu_frame(snap), observed=snap)                           # devices known: nothing unknown
+    assert value(parse(m), "kaidash_holder_unknown_gpus") == 0

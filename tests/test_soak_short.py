@@ -30,7 +30,7 @@ def soaked():
     cache_sizes = []
 
     def observe(tick):
-        snap = tick.scheduled
+        snap = tick.snapshot          # the history records the cluster as observed (the engine's binds are predictions)
         seen.append((tick.cluster_time, sum(1 for j in snap.jobs if any(t.status == "pending" for t in j.tasks))))
         # what sessions on three views do with every new tick: frames cached per tick in the process
         models.queue_table(tick), models.pending_table(tick), models.jobs_table(tick)

@@ -172,6 +172,28 @@ def test_crd_not_installed_is_absent(server, source):
     assert len(source.snapshot().jobs) == 4
 
 
+def test_an_absent_optional_crd_keeps_the_source_healthy_and_is_named(server, source):
+    """A cluster without KAI's Topology CRD (or DRA before Kubernetes 1.34) is a complete cluster."""
+    for optional in ("topologies", "resourceclaims"):
+        server.unserve(optional)
+    source.start()
+    assert source.wait_until_synced(10)
+    st = source.status()
+    assert st.healthy
+    assert st.absent == ["topologies", "resourceclaims"]
+    assert "topologies absent" in str(st) and st.resources["topologies"].error.startswith("not found")
+
+
+def test_a_required_resource_absent_or_an_optional_one_failing_is_unhealthy():
+    from scheduler.sources.kube import ResourceStatus, SourceStatus
+
+    ok = ResourceStatus("pods", "ok", required=True)
+    assert not SourceStatus({"pods": ok, "nodes": ResourceStatus("nodes", "absent", required=True)}).healthy
+    assert not SourceStatus({"pods": ok, "topologies": ResourceStatus("topologies", "forbidden")}).healthy
+    assert not SourceStatus({"pods": ok, "topologies": ResourceStatus("topologies", "syncing")}).healthy
+    assert SourceStatus({"pods": ok, "topologies": ResourceStatus("topologies", "absent")}).healthy
+
+
 def test_malformed_object_arriving_by_watch_is_a_warning(server, source):
     source.start()
     assert source.wait_until_synced(10)

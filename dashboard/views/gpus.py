@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import html
 import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -58,6 +59,21 @@ MIG_FIELDS = ("x0", "x1", "y0", "y1", "x", "y", "text")
 MIG_LINE = "#e5e7eb"
 """Outline of a MIG instance over the GPU-equivalent cells it spans."""
 OVERLAY_FIELDS = ("x0", "x1", "y0", "y1", "text")
+
+
+class GridLayout(NamedTuple):
+    """Where every node's block sits (:func:`grid_positions`) for a page of nodes, and the widest node's GPUs."""
+
+    pos: dict
+    columns: int
+    rows: int
+    gpus_per_node: int
+
+
+def grid_layout(nodes: list[str], gpus: pd.DataFrame) -> GridLayout:
+    """The grid layout of a page: blocks as wide as its widest node (8 GPUs when it has none)."""
+    g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
+    return GridLayout(*grid_positions(nodes, g_max), g_max)
 
 
 def grid_positions(nodes: list[str], gpus_per_node: int, columns: int | None = None) -> tuple[dict, int, int]:
@@ -136,14 +152,14 @@ def _node_label(node: str, domains: dict, mig: pd.DataFrame, unknown: dict) -> s
 
 def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], colour_by: str,
                  colours: dict[str, str], domains: dict | None = None,
-                 mig: pd.DataFrame | None = None) -> tuple[dict[str, dict], tuple]:
+                 mig: pd.DataFrame | None = None, layout: GridLayout | None = None) -> tuple[dict[str, dict], tuple]:
     """Column data of every layer (``devices``, ``held``, ``moving``, ``marks``, ``labels``, ``mig``), and (x range,
     y range). Memory in the hover is in GiB. ``domains`` (node → topology domain) prefixes node labels when the
-    grid is grouped; ``mig`` (:func:`dashboard.frames.mig_frame`) outlines MIG instances."""
+    grid is grouped; ``mig`` (:func:`dashboard.frames.mig_frame`) outlines MIG instances; ``layout``: the page's
+    :func:`grid_layout` when the caller already has it."""
     domains = domains or {}
     mig = mig if mig is not None else pd.DataFrame(columns=["node", "profile", "first", "width"])
-    g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
-    pos, columns, rows = grid_positions(nodes, g_max)
+    pos, columns, rows, g_max = layout if layout is not None else grid_layout(nodes, gpus)
     bx = gpus["node"].map(lambda n: pos[n][0]).to_numpy(float) + gpus["gpu_index"].to_numpy(float)
     by = gpus["node"].map(lambda n: pos[n][1]).to_numpy(float)
     over, idle = gpus["over_share"].to_numpy(bool), gpus["idle_allocated"].to_numpy(bool)
@@ -216,14 +232,15 @@ def node_table(summary: pd.DataFrame) -> pd.DataFrame:
     return keyed(df, "node")[NODE_TABLE_COLUMNS]
 
 
-def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str]) -> dict:
+def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str],
+                   layout: GridLayout | None = None) -> dict:
     """Dashed outlines for the engine's next-cycle binds (``scheduler.overlay``): around the device when it is
-    known (a pod joining an observed GPU group), else around the node (the device plugin picks the GPUs)."""
+    known (a pod joining an observed GPU group), else around the node (the device plugin picks the GPUs).
+    ``layout``: the page's :func:`grid_layout` (the grid's own, reused), else computed."""
     rows = overlay[(overlay["action"] != "evict") & overlay["node"].isin(nodes)]
     if not len(rows):
         return {k: [] for k in ("x0", "x1", "y0", "y1", "text")}
-    g_max = int(gpus.groupby("node")["gpu_index"].max().max() + 1) if len(gpus) else 8
-    pos, _, _ = grid_positions(nodes, g_max)
+    pos, _, _, g_max = layout if layout is not None else grid_layout(nodes, gpus)
     dev = rows[rows["gpu_index"] >= 0]
     per_node = rows[rows["gpu_index"] < 0].drop_duplicates("task").groupby("node", sort=False)["text"].agg(
         lambda t: "; ".join(t))
@@ -261,12 +278,15 @@ class GpusView(View):
         self.page.param.watch(lambda e: self._set_page(e.new - 1), "value")
         self.page_size.param.watch(lambda e: self._set_page_size(e.new), "value")
         m.param.watch(lambda *_: self._update_grid(), ["colour_by"])
-        m.param.watch(lambda *_: self._update_grid(), ["flagged_only"])
+        m.param.watch(lambda *_: (self._update_grid(), self._update_node()), ["flagged_only"])
         self.sources = {name: ColumnDataSource() for name in ("devices", "held", "moving", "marks", "labels",
                                                                   "overlay", "mig")}
-        self._extra_layers: list = []
-        self.fig = None                   # built by the first render, once the layout is known
-        self.plot = pn.pane.Bokeh(None, sizing_mode="stretch_width")
+        # One figure for the view's life: a layout change (filter, page) resizes it and moves its ranges in
+        # place. A new figure per layout raced with the browser: messages about models one side had already
+        # dropped ("reference pNNN isn't known" console errors) and a tap on the old grid read against the new
+        # grid's sources.
+        self.fig = self._figure()
+        self.plot = pn.pane.Bokeh(self.fig, sizing_mode="stretch_width", height=310)
         self.alt = pn.pane.HTML("", sizing_mode="stretch_width", margin=0)
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -286,6 +306,7 @@ class GpusView(View):
                                             button_style="outline", width=300)
         self.show_table.param.watch(lambda e: self._toggle_table(e.new), "value")
         self._layout_key = None
+        self._layout_cache: tuple | None = None
         return pn.Column(
             pn.Row(pn.pane.HTML('<div style="padding-top:8px">Colour by</div>', width=70), self.colour,
                    pn.Column(pn.Spacer(height=4), self.flagged), sizing_mode="stretch_width"),
@@ -343,17 +364,13 @@ class GpusView(View):
         fig.add_tools(TapTool(renderers=[r_dev]))
         fig.toolbar.active_scroll = None
         src["devices"].selected.on_change("indices", self._on_tap)
-        for name, draw in self._extra_layers:
-            draw(fig, self.sources[name])
         return fig
 
     def add_layer(self, name: str, draw) -> ColumnDataSource:
-        """Add a layer over the grid: ``draw(figure, source)`` adds its renderer(s) (now and on every new figure);
+        """Add a layer over the grid: ``draw(figure, source)`` adds its renderer(s) to the view's one figure;
         fill the returned source with columns in grid coordinates (:func:`grid_positions`)."""
         self.sources[name] = ColumnDataSource()
-        self._extra_layers.append((name, draw))
-        if self.fig is not None:
-            draw(self.fig, self.sources[name])
+        draw(self.fig, self.sources[name])
         return self.sources[name]
 
     # ---------------------------------------------------------------------------------------- events
@@ -362,6 +379,7 @@ class GpusView(View):
         setattr(self.model, name, value or "")
         self.model.page = 0
         self._update_grid()
+        self._update_node()       # the slice table follows the filters: never a node they leave out
 
     def _set_group(self, level: str) -> None:
         level = "" if level == "none" else level
@@ -412,21 +430,20 @@ class GpusView(View):
         nodes = m.page_nodes()
         gpus, slices = m.page_frames()
         colours = queue_colours(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else {}
+        layout = self._grid_layout(nodes, gpus)
         layers, (xr, yr) = grid_sources(gpus, slices, nodes, m.colour_by, colours, domains=m.node_domains(),
-                                        mig=m.mig_instances(nodes))
-        layers["overlay"] = overlay_source(m.overlay(), gpus, nodes)
+                                        mig=m.mig_instances(nodes), layout=layout)
+        layers["overlay"] = overlay_source(m.overlay(), gpus, nodes, layout)
         key = (tuple(nodes), xr, yr)
         if key != self._layout_key:
-            # A new layout (filter, page) gets a new figure: Bokeh does not re-lay-out a plot whose height changed.
+            # A new layout (filter, page): the same figure, resized, its ranges moved (models keep their ids).
             self._layout_key = key
             px = max(16.0, min(40.0, 1150.0 / max(xr[1] - xr[0], 1)))
             height = int(max(120, (yr[1] - yr[0]) * px + 20))
-            self.sources = {name: ColumnDataSource() for name in self.sources}
-            self.fig = self._figure(height)
-            self.fig.x_range.start, self.fig.x_range.end = xr
-            self.fig.y_range.start, self.fig.y_range.end = yr
+            self.fig.update(height=height)
+            self.fig.x_range.update(start=xr[0], end=xr[1])
+            self.fig.y_range.update(start=yr[0], end=yr[1])
             self.plot.height = height + 10
-            self.plot.object = self.fig
         for name, data in layers.items():
             assign_columns(self.sources[name], data)
         if list(self.node_select.options) != [""] + list(nodes):
@@ -454,6 +471,13 @@ class GpusView(View):
         if self.nodes_table.visible:
             update_table(self.nodes_table, node_table(m.node_summary_of(gpus)))
 
+    def _grid_layout(self, nodes: list[str], gpus: pd.DataFrame) -> GridLayout:
+        """The page's grid layout, computed again only when its nodes or their widest GPU count changed."""
+        key = (tuple(nodes), int(gpus["gpu_index"].max()) + 1 if len(gpus) else 8)
+        if self._layout_cache is None or self._layout_cache[0] != key:
+            self._layout_cache = (key, grid_layout(nodes, gpus))
+        return self._layout_cache[1]
+
     def _toggle_table(self, shown: bool) -> None:
         """The per-node table is built on demand (a page of 512 nodes is a big table to send every tick)."""
         self.nodes_table.visible = shown
@@ -478,10 +502,13 @@ class GpusView(View):
                 + _gradient(MEM_PALETTE, "0 (unused: waste)", "1 = as allocated · above: over share"))
 
     def _update_node(self) -> None:
-        node = self.selection.node
+        shown = set(self.model.selected_nodes())
+        node = self.selection.node if self.selection.node in shown else ""
         if not node:
-            # Nothing selected yet: show the node most worth a look (an over-share pod, else an idle allocation).
+            # Nothing selected among the nodes the filters keep: show the one most worth a look there (an
+            # over-share pod, else an idle allocation), never a node of another pool, model or queue.
             g = self.model.gpus()
+            g = g[g["node"].isin(shown)]
             flagged = g.loc[g["over_share"], "node"].tolist() or g.loc[g["idle_allocated"], "node"].tolist()
             node = flagged[0] if flagged else ""
         if node and node not in self.node_select.options:
@@ -520,4 +547,5 @@ def _gradient(colours: list[str], lo: str, hi: str) -> str:
             f'<span class="kd-muted">{hi}</span>')
 
 
-__all__ = ["GpusView", "grid_positions", "grid_sources", "mig_source", "node_table", "topology_html"]
+__all__ = ["GpusView", "GridLayout", "grid_layout", "grid_positions", "grid_sources", "mig_source", "node_table",
+           "overlay_source", "topology_html"]

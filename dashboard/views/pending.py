@@ -10,9 +10,9 @@ import pandas as pd
 import panel as pn
 
 from .. import display
-from ..models import PendingModel
+from ..models import STARTS_NOW, PendingModel
 from .base import View
-from .common import badge, duration_formatter, keyed, number_formatters, table, update_table
+from .common import TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table
 
 COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
 """The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
@@ -28,8 +28,13 @@ TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested"
                               "or click it for the full text and the scheduler's message"}
 REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", "PreemptionDelayNotElapsed": "#7e22ce",
                   "QueueDoesNotExist": "#854d0e", "NotEnoughResources": "#1d4ed8", "PodSchedulingErrors": "#1d4ed8",
-                  "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d"}
+                  "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d",
+                  STARTS_NOW: "#15803d"}
 """Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
+WRAPPED = ("job", "eta", "counterfactual")
+"""Columns whose text wraps (and breaks inside a long job name) instead of being cut at the column's edge."""
+WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
+                   for c in WRAPPED)
 NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
 
 
@@ -61,12 +66,14 @@ class PendingView(View):
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
         self.table = table(pd.DataFrame(columns=COLUMNS), height=None, max_height=460,
+                           # the expected start and the counterfactual wrap: at 1280 px a one-line cell showed
+                           # a tenth of "would start if"; the whole text is in the row (and its tooltip)
                            formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter(),
-                                       "eta": {"type": "textarea"}},
-                           name="pending-table",
+                                       **{c: {"type": "textarea"} for c in WRAPPED}},
+                           stylesheets=[TABLE_CSS, WRAP_CSS], name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 230, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 150,
-                                   "eta": 240},
+                           widths={"job": 170, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 196,
+                                   "eta": 180},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
@@ -97,19 +104,31 @@ class PendingView(View):
         exp = m.explanation(job)
         extra = getattr(exp, "numbers", None) if exp is not None and not isinstance(exp, dict) else (
             exp.get("numbers") if isinstance(exp, dict) else None)
-        reason = r["reason"] or "no reason recorded"
+        starts = str(r.get("next_cycle") or "").startswith(("KAI would bind", "KAI would pipeline"))
+        reason = r["reason"] or (STARTS_NOW if starts else "no reason recorded")
         limit = "unlimited" if r["queue_limit"] == -1 else display.gpus(r["queue_limit"])
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
-                f'{badge(reason, REASON_COLOURS.get(r["reason"], "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
+                f'{badge(reason, REASON_COLOURS.get(reason, "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
                 f' · {r["pending_tasks"]} task(s), {display.gpus(r["gpus_requested"])} GPU<br>'
                 f'{html.escape(r["message"] or "")}<br>'
                 f'<b>Expected start:</b> <span data-eta="{html.escape(job)}">{html.escape(r["eta"])}</span>'
                 f'{self._eta_basis(job)}<br>'
                 f'<b>Would start if:</b> {html.escape(r["counterfactual"] or NOT_YET)}<br>'
+                + (f'<b>This cycle:</b> <span data-next-cycle>{html.escape(r["next_cycle"])}</span> <span '
+                   f'class="kd-muted">(kaidash\'s prediction; the cluster has not bound it yet)</span><br>'
+                   if r.get("next_cycle") else "")
                 + (f'<b>Evictions:</b> {html.escape(r["eviction"])}<br>' if r.get("eviction") else "")
-                + f'queue allocated {display.gpus(r["queue_allocated"])} · fair share '
+                + f'queue allocated {display.gpus(r["queue_allocated"])}{self._allocated_next(r)} · fair share '
                 f'{display.gpus(r["queue_fair_share"])} · limit {limit} GPUs</div>'
                 + _details_html(extra or details))
+
+    @staticmethod
+    def _allocated_next(r) -> str:
+        """`` (2 after this cycle, predicted)`` when the engine's decisions change the queue's allocation."""
+        after = r.get("queue_allocated_next")
+        if after is None or pd.isna(after) or abs(after - r["queue_allocated"]) <= 1e-6:
+            return ""
+        return f' <span class="kd-muted">({display.gpus(after)} after this cycle, predicted)</span>'
 
     def _eta_basis(self, job: str) -> str:
         """Where the blocker's run time came from (recorded, the history of similar jobs, assumed)."""
@@ -142,7 +161,7 @@ class PendingView(View):
         queues = sorted(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else []
         if list(self.queue.options) != [""] + queues:
             self.queue.options = [""] + queues
-        reason_options = [""] + sorted(k for k in reasons if k != "(none)")
+        reason_options = [""] + sorted(k for k in reasons if k not in ("(none)", STARTS_NOW))
         if list(self.reason.options) != reason_options:
             self.reason.options = reason_options
         self._update_table()

@@ -32,13 +32,18 @@ TOOLTIPS = {"label": "queue (indented under its parent)", "state": "starved / re
             "limit": "limit: the most the queue may hold; ∞ = unlimited",
             "over_quota_weight": "over-quota weight: how surplus is divided among queues",
             "deserved": "deserved (guaranteed) amount", "fair_share": "fair share computed by KAI's proportion plugin",
-            "allocated": "allocated now", "requested": "requested by running and pending jobs",
+            "allocated": "allocated now: what the queue's running and binding pods hold in the cluster (observed; "
+                         "the engine's binds of this cycle are a prediction, in the selected queue's line)",
+            "requested": "requested by running and pending jobs",
             "ratio": "allocated / fair share: KAI's queue order key, lowest is served first",
             "borrowed": "allocated above deserved (over-quota use)",
             "reclaimable": "preemptible allocation above fair share: what reclaim may take back",
             "starved_by": "below min(fair share, requested) while a job waits",
             "running_jobs": "running jobs in the subtree", "pending_jobs": "pending jobs in the subtree"}
-JOB_COLUMNS = ["job", "queue", "status", "priority", "preemptible", "tasks", "gpus", "nodes", "age_s", "reason"]
+JOB_COLUMNS = ["job", "queue", "status", "next_cycle", "priority", "preemptible", "tasks", "gpus", "nodes", "age_s",
+               "reason"]
+"""The selected queue's jobs: status as observed and, beside it, ``next_cycle``: the engine's decision (a
+prediction)."""
 
 
 def display_frame(df, resource: str):
@@ -75,9 +80,14 @@ class QueuesView(View):
         self.status = QueueStatusPanel()
         self.unit = pn.pane.HTML("", sizing_mode="stretch_width")
         self.detail_title = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.jobs = table(self._jobs_frame("").iloc[0:0], height=260, titles={"age_s": "age"},
-                          formatters={**number_formatters(["gpus"]), "age_s": duration_formatter()},
-                          widths={"nodes": 200, "reason": 200, "job": 230}, name="queue-jobs",
+        self.jobs = table(self._jobs_frame("").iloc[0:0], height=260,
+                          titles={"age_s": "age", "next_cycle": "this cycle (prediction)"},
+                          header_tooltips={"status": "as observed in the cluster",
+                                           "next_cycle": "what KAI would do with the job this cycle (kaidash's "
+                                                         "shadow session; not yet the cluster)"},
+                          formatters={**number_formatters(["gpus"]), "age_s": duration_formatter(),
+                                      "next_cycle": {"type": "textarea"}},
+                          widths={"nodes": 160, "reason": 200, "job": 230, "next_cycle": 190}, name="queue-jobs",
                           empty="No queue selected, or no jobs in it")
         self.history = TimeSeries("GPUs", height=220, empty="No history for this queue yet")
         self.legend = pn.pane.HTML(" ".join(badge(k, v) for k, v in STATE_COLOURS.items())
@@ -155,7 +165,11 @@ class QueuesView(View):
                 f'quota {amount(r["quota"])} · limit {amount(r["limit"])} · weight '
                 f'{display.number(r["over_quota_weight"])} · priority {r["priority"]}<br>deserved '
                 f'<b>{amount(r["deserved"])}</b> → fair share <b>{amount(r["fair_share"])}</b> → allocated '
-                f'<b>{amount(r["allocated"])}</b> of requested <b>{amount(r["requested"])}</b></div>')
+                f'<b>{amount(r["allocated"])}</b> of requested <b>{amount(r["requested"])}</b>'
+                + (f'<br><span class="kd-muted" data-allocated-next>KAI would hold {amount(r["allocated_next"])} after '
+                   f'this cycle\'s binds and evictions (kaidash\'s prediction; the figures above are the cluster as '
+                   f'observed)</span>' if abs(r["allocated_next"] - r["allocated"]) > 1e-6 else "")
+                + '</div>')
         # Only a selected queue's jobs: all jobs of a large cluster are a big table to send with every page.
         update_table(self.jobs, self._jobs_frame(q) if q and len(row) else self._jobs_frame("").iloc[0:0])
         hist = m.history(q) if q else None

@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..decisions import ScheduleResult
+from ..joblog import is_waiting
 from ..model import RESOURCES, Snapshot
 from ..queue_allocation import observed_allocation
 from ..waits import DAY_S, evictions_per_queue, gang_status, pending_depth, wait_quantiles
@@ -45,8 +46,16 @@ SHADOW_ALLOCATED_HELP = ("Resources the queue would hold after the engine's next
 LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
-def _pending_jobs(result: ScheduleResult, snapshot: Snapshot) -> Iterable[tuple[str, float]]:
-    """``(queue, creation_time)`` for every job still pending after the tick."""
+def _waiting_jobs(snapshot: Snapshot) -> Iterable[tuple[str, float]]:
+    """``(queue, creation_time)`` for every job waiting in ``snapshot`` (nothing allocated, a pod pending: the
+    rule of ``kaidash_queue_pending_gpus``)."""
+    for job in snapshot.jobs:
+        if is_waiting(job):
+            yield job.queue, job.creation_time
+
+
+def _pending_after_session(result: ScheduleResult, snapshot: Snapshot) -> Iterable[tuple[str, float]]:
+    """``(queue, creation_time)`` for every job the session leaves pending (its decisions applied)."""
     for job in snapshot.jobs:
         decision = result.jobs.get(job.key) if result.jobs else None
         if decision is not None:
@@ -96,9 +105,11 @@ class KaidashMetrics:
         ``history``: ``{"jobs", "evictions"}`` frames (``JobLog.frames()``) for waits of started jobs, last
         starts and evictions over ``window_s``; ``eta``: an ``EtaReport`` for estimated waits; ``costs``:
         ``CostRates``; ``ledger``: ``CostLedger`` for today's and 30-day totals. ``observed``: the source's
-        snapshot before the session, from which ``kaidash_queue_allocated`` is computed as KAI accounts it
-        (default: ``snapshot``, else ``result.snapshot``); the session's own figure is
-        ``kaidash_queue_allocated_after_session``.
+        snapshot before the session (default: ``snapshot``, else ``result.snapshot``), from which
+        ``kaidash_queue_allocated`` is computed as KAI accounts it, and the pending series
+        (``kaidash_queue_pending_*``, waiting jobs by priority class, gangs): a job the engine binds this cycle
+        waits until the cluster runs it. The session's own figures are
+        ``kaidash_queue_allocated_after_session`` and ``kaidash_queue_pending_jobs_after_session``.
         """
         now = time.time() if now is None else now
         snap = snapshot if snapshot is not None else result.snapshot
@@ -140,16 +151,25 @@ class KaidashMetrics:
                                    labels=["queue"])
         mean = GaugeMetricFamily("kaidash_queue_pending_wait_mean_seconds",
                                  "Mean wait of the queue's pending jobs (0 when none is pending).", labels=["queue"])
+        after = GaugeMetricFamily("kaidash_queue_pending_jobs_after_session",
+                                  "Jobs (pod groups) the engine's next-cycle decisions would leave pending (the "
+                                  "shadow session; hypothetical).", labels=["queue"])
         waits: dict[str, list[float]] = {name: [] for name in queues}
+        left: dict[str, int] = dict.fromkeys(queues, 0)
+        if base is not None:
+            for queue, created in _waiting_jobs(base):
+                waits.setdefault(queue, []).append(max(0.0, base.time - created))
         if snap is not None:
-            for queue, created in _pending_jobs(result, snap):
-                waits.setdefault(queue, []).append(max(0.0, snap.time - created))
+            for queue, _ in _pending_after_session(result, snap):
+                left[queue] = left.get(queue, 0) + 1
         for queue in sorted(waits):
             w = waits[queue]
             pending_count.add_metric([queue], float(len(w)))
             oldest.add_metric([queue], max(w) if w else 0.0)
             mean.add_metric([queue], sum(w) / len(w) if w else 0.0)
-        families += [pending_count, oldest, mean]
+        for queue in sorted(left):
+            after.add_metric([queue], float(left[queue]))
+        families += [pending_count, oldest, mean, after]
 
         last_latency = GaugeMetricFamily("kaidash_cycle_last_latency_seconds",
                                          "Duration of each part (action) of the last scheduling cycle.",
@@ -161,8 +181,8 @@ class KaidashMetrics:
         families.append(last_latency)
 
         families.extend(self._gpu_families(gpu_frame, queues))
-        if snap is not None:
-            families.extend(wait_families(snap, history, eta, window_s))
+        if base is not None:
+            families.extend(wait_families(base, history, eta, window_s))
         families.extend(cost_families(costs, ledger, snap.time if snap is not None else None))
         if gpu_metrics_age_s is not None:
             families.append(GaugeMetricFamily("kaidash_gpu_metrics_age_seconds",
@@ -207,6 +227,9 @@ class KaidashMetrics:
                                  "GPUs allocated to pods but idle (utilisation below threshold) for the window.")
         unalloc = GaugeMetricFamily("kaidash_unallocated_in_use_gpus",
                                     "GPUs in use (memory or utilisation) with nothing allocated on them.")
+        unknown = GaugeMetricFamily("kaidash_holder_unknown_gpus",
+                                    "GPUs in use with no known holder while a pod on their node holds GPUs whose "
+                                    "device no evidence gives (maybe that pod's; not counted as unallocated).")
         counts = {name: 0 for name in queues}
         if frame is not None and not frame.empty:
             flagged = frame[frame["over_share"]].drop_duplicates(["task"])
@@ -215,13 +238,16 @@ class KaidashMetrics:
             gpus = frame.drop_duplicates(["node", "gpu_index"])
             idle_n = int(frame.loc[frame["idle_allocated"], ["node", "gpu_index"]].drop_duplicates().shape[0])
             unalloc_n = int(gpus["unallocated_in_use"].sum())
+            unknown_n = int(frame.loc[frame["holder_unknown"].astype(bool), ["node", "gpu_index"]]
+                            .drop_duplicates().shape[0]) if "holder_unknown" in frame else 0
         else:
-            idle_n = unalloc_n = 0
+            idle_n = unalloc_n = unknown_n = 0
         for queue in sorted(counts):
             over.add_metric([queue], float(counts[queue]))
         idle.add_metric([], float(idle_n))
         unalloc.add_metric([], float(unalloc_n))
-        return [over, idle, unalloc]
+        unknown.add_metric([], float(unknown_n))
+        return [over, idle, unalloc, unknown]
 
     def exposition(self) -> tuple[bytes, str]:
         """``(body, content_type)`` for a ``/metrics`` route."""

@@ -100,7 +100,9 @@ class ResourceStatus:
 
     ``state``: ``syncing`` (first list in flight), ``ok`` (listed and watching), ``stale`` (was ok, now
     reconnecting: data is from ``last_event_time``), ``forbidden`` (RBAC 403), ``absent`` (404: CRD not
-    installed), ``error`` (never listed successfully), ``stopped``.
+    installed), ``error`` (never listed successfully), ``stopped``. ``required``: the source cannot show a
+    cluster without it (nodes, pods); an optional resource may be absent (a cluster without KAI's Topology CRD
+    or DRA) and the source is still healthy.
     """
 
     resource: str
@@ -113,11 +115,18 @@ class ResourceStatus:
     relists: int = 0
     reconnects: int = 0
     bookmarks: int = 0  # BOOKMARK events: the server moved resource_version on without a change
+    required: bool = False
 
     @property
     def usable(self) -> bool:
         """Whether the cache holds a listed state (possibly stale)."""
         return self.state in ("ok", "stale")
+
+    @property
+    def healthy(self) -> bool:
+        """Listed and watching, or an optional resource the cluster does not serve (nothing to read: the
+        snapshot is complete without it)."""
+        return self.state == "ok" or (self.state == "absent" and not self.required)
 
 
 @dataclass
@@ -128,7 +137,14 @@ class SourceStatus:
 
     @property
     def healthy(self) -> bool:
-        return all(r.state == "ok" for r in self.resources.values())
+        """Every resource healthy (:attr:`ResourceStatus.healthy`): an absent optional CRD (KAI's Topology, DRA
+        on an older cluster) does not make the source unhealthy; :attr:`absent` still names it."""
+        return all(r.healthy for r in self.resources.values())
+
+    @property
+    def absent(self) -> list[str]:
+        """Resources the API server does not serve (CRD not installed), required or not."""
+        return [name for name, r in self.resources.items() if r.state == "absent"]
 
     @property
     def synced(self) -> bool:
@@ -207,7 +223,7 @@ class _Watcher:
         self.source = source
         self.items: dict[str, dict] = {}
         self.generation = 0  # bumped on every change to items (the converter skips unchanged resource types)
-        self.status = ResourceStatus(rtype.name)
+        self.status = ResourceStatus(rtype.name, required=rtype.required)
         self.thread: Optional[threading.Thread] = None
         self._response = None
         self._doing = "list"  # the request in flight, for error messages: "list" or "watch"
