@@ -68,6 +68,20 @@ def eviction_triggers(session, preemptible_only: bool = False) -> list[int]:
     return out
 
 
+def victim_invariant_failure(session, tasks) -> Optional[tuple[int, list[str]]]:
+    """KAI's victim-invariant pre-predicates (``plugins/predicates/predicates.go``, checked by every eviction
+    action through ``actions/common/action_eligibility.go``): a task of the chunk whose required ConfigMaps are
+    missing starts nowhere whatever is evicted, so the job triggers no search and no signature failure.
+    ``(task, missing ConfigMap names)`` of the first such task, else None."""
+    if not session.predicates_apply:
+        return None
+    for i in tasks:
+        missing = session.predicates.missing_config_maps(i)
+        if missing:
+            return i, missing
+    return None
+
+
 # ---------------------------------------------------------------------------------------------- job facts
 
 class JobFacts:
