@@ -227,6 +227,9 @@ def tasks_to_evict(session, j: int, rep: Optional[frozenset]) -> tuple[list[int]
 
 # ---------------------------------------------------------------------------------------------- victim queue
 
+_IN_ALLOCATED_VECTOR = frozenset({"running", "binding"})
+
+
 def _le(a: float, b: float) -> bool:
     if a == UNLIMITED:
         return b == UNLIMITED
@@ -376,10 +379,15 @@ class VictimQueue(JobsOrderByQueues):
     # ---- comparisons (victim mode)
 
     def _rep_alloc(self, j: int, rep: Optional[frozenset]) -> np.ndarray:
-        """KAI's ``AllocatedVector`` of a job representative: what its active tasks hold in their queue."""
+        """KAI's ``AllocatedVector`` of a job representative: what its running and binding tasks hold. A
+        pipelined task is active but not in it (``pod_status.AllocatedStatus``: Allocated, Bound, Binding,
+        Running; ``podgroup_info/job_info.go``), so a job pipelined earlier in the session is subtracted as 0."""
         s = self.s
+        st = s.status
         g = c = m = 0.0
         for i in active_tasks(s, j, rep):
+            if st[i] not in _IN_ALLOCATED_VECTOR:
+                continue
             g += s.accepted[i]
             c += float(s.cpu[i])
             m += float(s.mem[i])
