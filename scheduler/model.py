@@ -411,6 +411,11 @@ class Task:
     dra_claims: list[DraClaim] = field(default_factory=list)
     """1.2: the pod's DRA ResourceClaims of GPUs; ``gpu`` is then their device count (Σ ``gpus``), which queues
     and fair share count per pod, as KAI does."""
+    priority_class: Optional[str] = None
+    """1.2: the pod's own ``spec.priorityClassName`` ("" = none) where it is not the PriorityClass a KAI export
+    gives the job's priority (None). KAI's scheduling signature hashes the class *name*
+    (``pod_info/scheduling_constraints_signature.go``), so two pods of equal priority, one of class ``train`` and
+    one without a class, are not alike for the eviction actions' signature skips."""
 
     @property
     def is_dra(self) -> bool:

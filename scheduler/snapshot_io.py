@@ -535,6 +535,7 @@ def _parse_task(doc: Any, job_path: str, index: int, errs: _Collector) -> Option
         "uid": lambda v, p, e: _string(v, p, e, optional=True),
         "mig": lambda v, p, e: _parse_mig(v, p, e, minimum=1),
         "dra_claims": lambda v, p, e: _objects(v, p, e, _parse_dra_claim),
+        "priority_class": _string_or_empty,
     }
     kw = _parse_fields(doc, spec, path, errs, required=("name",))
     if "name" not in kw:
@@ -1168,7 +1169,7 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
         out["config_maps"] = list(snap.config_maps)
     if snap.topologies:
         out["topologies"] = [_topology_dict(t) for t in snap.topologies]
-    if ("topologies" in out or any("topology" in j or any("mig" in t or "dra_claims" in t for t in j["tasks"])
+    if ("topologies" in out or any("topology" in j or any("mig" in t or "dra_claims" in t or "priority_class" in t for t in j["tasks"])
                                    for j in out["jobs"])
             or any("mig" in n or "dra_gpus" in n for n in out["nodes"])):
         out["version"] = 1.2
@@ -1380,6 +1381,8 @@ def _task_dict(t: Task) -> dict:
         d["mig"] = dict(t.mig)
     if t.dra_claims:
         d["dra_claims"] = [_dra_claim_dict(c) for c in t.dra_claims]
+    if t.priority_class is not None:
+        d["priority_class"] = t.priority_class
     return d
 
 

@@ -233,3 +233,18 @@ def test_each_status_round_trips(tmp_path, status):
     back = _roundtrip(snap, tmp_path).snapshot
     t = back.jobs[0].tasks[0]
     assert (t.status, t.node) == (status, node)
+
+
+def test_a_pods_own_priority_class_round_trips(tmp_path):
+    """A pod without a PriorityClass (``priority_class: ""``) and one of a class other than the export's name for
+    its job's priority keep their class through export and import (KAI's scheduling signature hashes the name);
+    a pod of the export's own class reads back as None."""
+    snap = _canonical_cluster()
+    tasks = [t for j in snap.jobs for t in j.tasks]
+    tasks[0].priority_class = ""
+    tasks[1].priority_class = "nightly"
+    back = _roundtrip(snap, tmp_path).snapshot
+    got = {t.name: t.priority_class for j in back.jobs for t in j.tasks}
+    assert sorted(v for v in got.values() if v is not None) == ["", "nightly"]
+    assert snapshot_to_dict(back)["version"] == 1.2
+    assert _doc(back)["jobs"] == _doc(_roundtrip(back, tmp_path, "c.zip").snapshot)["jobs"]

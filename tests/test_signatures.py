@@ -67,8 +67,20 @@ def test_with_signatures_off_every_job_is_tried_and_the_decisions_are_the_same()
 def test_signature_is_the_pods_priority_and_constraints_not_requests():
     s = _reclaim(True)
     j = s.job_index
-    assert job_signature(s, j["r1"]) == job_signature(s, j["r2"]) == job_signature(s, j["r3"]) == (((50,),),)
-    assert job_signature(s, j["r4"]) == (((40,),),)
+    assert job_signature(s, j["r1"]) == job_signature(s, j["r2"]) == job_signature(s, j["r3"]) == ((((50, None),),),)
+    assert job_signature(s, j["r4"]) == ((((40, None),),),)
+
+
+def test_signature_tells_a_pod_of_class_train_from_one_without_a_class():
+    """KAI hashes the pod's ``spec.priorityClassName`` (``pod_info/scheduling_constraints_signature.go``): at the
+    same priority 50, a pod of class ``train`` and one without a class have different signatures (seed 2055 of
+    the differential tool: KAI tries team-c/job-007 after team-c/job-001 failed)."""
+    s = _reclaim(True)
+    j = s.job_index
+    s.task_objs[s.task_index["r2-0"]].priority_class = ""
+    s.signature_cache.clear()
+    assert job_signature(s, j["r1"]) != job_signature(s, j["r2"])
+    assert job_signature(s, j["r1"]) == job_signature(s, j["r3"])
 
 
 def test_signature_counts_the_pods_waiting_at_session_open():

@@ -29,8 +29,10 @@ def test_import_writes_our_format_and_lists_warnings(kai_zip, tmp_path, capsys):
 
 def test_import_to_stdout_as_yaml(kai_zip, capsys):
     assert main(["snapshot", "import", str(kai_zip), "-o", "-"]) == 0
-    # an import carries v1.1 fields (pod UIDs, tolerations, the ConfigMaps that exist): written as version 1.1
-    assert capsys.readouterr().out.startswith("version: 1.1\n")
+    # an import carries v1.1 fields (pod UIDs, tolerations, the ConfigMaps that exist) and, for its pods without a
+    # PriorityClass, the 1.2 field priority_class: "" (KAI's scheduling signature hashes the class name)
+    out = capsys.readouterr().out
+    assert out.startswith("version: 1.2\n") and "priority_class: ''" in out
 
 
 def test_validate_ok_and_problems(tmp_path, capsys, kai_zip):

@@ -24,7 +24,7 @@ from .minruntime import elastic_victims_valid, preempt_min_runtime, protected_ma
 from .signatures import SignatureSkips
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
-from .victims import JobFacts, VictimQueue, eviction_triggers
+from .victims import JobFacts, VictimQueue, eviction_triggers, victim_invariant_failure
 
 
 def preempt_message(session, preemptor: int, victim: int) -> str:
@@ -51,7 +51,7 @@ def preempt(session) -> None:
         if j is None:
             break
         tasks = sim_tasks_to_allocate(session, j)
-        if not tasks or signatures.skip(j):
+        if not tasks or signatures.skip(j) or victim_invariant_failure(session, tasks) is not None:
             continue
         info = session.jobs[j]
         if not info.preemptible:

@@ -43,7 +43,7 @@ from .minruntime import elastic_victims_valid, protected_mask, reclaim_min_runti
 from .signatures import SignatureSkips
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
-from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job
+from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job, victim_invariant_failure
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
 _EPS = 1e-9
@@ -334,7 +334,7 @@ def reclaim(session) -> None:
         req = session.job_request(j, tasks, session.min_gpu_mem)
         if not can_reclaim(session, j, req):
             continue
-        if signatures.skip(j):
+        if signatures.skip(j) or victim_invariant_failure(session, tasks) is not None:
             continue
         if facts is None:
             facts = JobFacts(session)

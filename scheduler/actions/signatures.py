@@ -10,8 +10,10 @@ recorded failure: not a later successful commit, not a change of queue shares.
   signatures of the job's pod sets; a pod set whose pods are all active-allocated has the empty signature,
   otherwise it hashes its pods that are not active-allocated. A pod's signature hashes its node selector,
   affinity, tolerations, storage claims, topology-spread constraints, host ports and priority class /
-  priority — not its resource request. The model carries node selector, affinities, tolerations, host ports
-  and the pod's priority (the job's); storage and spread constraints are not modelled. KAI computes and caches
+  priority — not its resource request. The model carries node selector, affinities, tolerations, host ports,
+  the pod's priority (the job's) and its class name where it is not the one an export gives that priority
+  (``Task.priority_class``: a pod of class ``train`` and one without a class differ even at equal priority);
+  storage and spread constraints are not modelled. KAI computes and caches
   the signature when the session opens (``cluster_info.go``), so the pods counted are those not
   active-allocated at session open (a pod a previous cycle pipelined is Pending then), not those still waiting
   when an action looks at the job.
@@ -40,8 +42,9 @@ Request = tuple[float, float, float, float]
 
 def pod_signature(session, i: int) -> tuple:
     """A pod's scheduling constraints as KAI's pod signature hashes them (its resources excluded)."""
-    c = session.task_objs[i].constraints
-    prio = session.jobs[session.task_job[i]].priority
+    t = session.task_objs[i]
+    c = t.constraints
+    prio = (session.jobs[session.task_job[i]].priority, t.priority_class)
     if c is None:
         return (prio,)
     return (prio, tuple(sorted(c.node_selector.items())), repr(c.node_affinity), repr(c.pod_affinity),

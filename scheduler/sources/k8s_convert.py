@@ -61,7 +61,7 @@ from .k8s_parse import (BadField, as_list, as_mapping, duration, gpu_memory_labe
 from .k8s_constraints import host_ports, node_readiness, node_taints, pod_constraints, selector_label_keys
 from .k8s_dra import ClaimIndex, node_dra_gpus
 from .k8s_topology import convert_topology, level_labels, topology_constraint
-from .kai_export import gpu_index_of_uuid
+from .kai_export import gpu_index_of_uuid, priority_class_name
 from .warnings import SourceWarning
 
 DEFAULT_SCHEDULER_NAME = "kai-scheduler"
@@ -1445,6 +1445,9 @@ def _pod_task(pod: _Pod, bind: Optional[dict], group: _Group, nodes: dict[str, N
                 cpu_millis=pod.requests.get("cpu", 0.0) * 1000, memory_bytes=pod.requests.get("memory", 0.0),
                 status=status, node=node, creation_time=created, constraints=pod.constraints,
                 uid=uid if isinstance(uid, str) and uid else None)
+    spec_pc = _dict(pod.obj, "spec").get("priorityClassName") or ""
+    if isinstance(spec_pc, str) and spec_pc != priority_class_name(group.job.priority):
+        task.priority_class = spec_pc
     if not pod.requests.get(GPU_RESOURCE) and gpu_mem is None:  # MIG instances only: placed per profile
         task.mig = mig_requested(pod.requests)
     dra = claims.pod_claims(pod.obj) if claims is not None else []

@@ -431,8 +431,10 @@ def pod_object(job: Job, t: Task, ns: str, uid: str, time: Optional[float] = Non
     if limits:
         resources["limits"] = limits
     container: dict[str, Any] = {"name": "main", "resources": resources}
-    spec: dict[str, Any] = {"schedulerName": SCHEDULER_NAME, "priorityClassName": priority_class_name(job.priority),
-                            "containers": [container], "restartPolicy": "Never"}
+    spec: dict[str, Any] = {"schedulerName": SCHEDULER_NAME, "containers": [container], "restartPolicy": "Never"}
+    pod_class = priority_class_name(job.priority) if t.priority_class is None else t.priority_class
+    if pod_class:
+        spec["priorityClassName"] = pod_class
     if t.constraints is not None:
         _apply_constraints(t.constraints, spec, container)
     status: dict[str, Any] = {}
