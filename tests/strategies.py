@@ -385,8 +385,9 @@ def _mutate(draw, doc: dict) -> tuple[dict, Expectation]:
         kind, obj, path = draw(st.sampled_from(targets))
         if kind == "queue":
             resource = draw(st.sampled_from(["gpu", "cpu", "memory"]))
-            field = draw(st.sampled_from(["quota", "limit", "over_quota_weight"]))
-            value = draw(st.sampled_from([-2, -0.5, -100] + ([-1] if field == "over_quota_weight" else [])))
+            # a negative over-quota weight is a valid Queue (KAI's CRD has no minimum; issue 13): not a mutation
+            field = draw(st.sampled_from(["quota", "limit"]))
+            value = draw(st.sampled_from([-2, -0.5, -100]))
             obj.setdefault(resource, {})[field] = value
             return doc, Expectation(mutation, (f"{path}.{resource}",), field, "negative")
         field, _ = draw(st.sampled_from(_QUANTITIES[kind]))
