@@ -170,6 +170,8 @@ class Session:
         self.gpu_strategy = placement.get_strategy(self.config.placement.gpu)
         self.cpu_strategy = placement.get_strategy(self.config.placement.cpu)
         self.evictions: list[Eviction] = []
+        # task name -> (binding | pipelined, node) of the last placement a committed statement made (statement.py)
+        self.committed_placements: dict[str, tuple[str, str]] = {}
         self.job_reasons: dict[int, tuple[str, str, dict]] = {}  # why a job (still) waits, per job index
         self.started_jobs: set[int] = set()  # jobs that went from 0 to allocated tasks (LastStartTimestamp)
         self.skipped_actions: list[str] = []
