@@ -22,6 +22,7 @@ from typing import Optional
 
 from ..ordering import JobsOrderByQueues
 from . import register_action
+from .allocate import missing_config_maps
 from .signatures import SignatureSkips
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
@@ -94,7 +95,7 @@ def consolidation(session) -> None:
             break
         popped.add(j)
         tasks = sim_tasks_to_allocate(session, j)
-        if not tasks or signatures.skip(j):
+        if not tasks or signatures.skip(j) or missing_config_maps(session, tasks):
             continue
         if not enough_gpus(session, tasks):
             signatures.failed(j)  # a shortcut for an attempt that cannot succeed

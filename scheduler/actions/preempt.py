@@ -20,6 +20,7 @@ import numpy as np
 
 from ..ordering import JobsOrderByQueues
 from . import register_action
+from .allocate import missing_config_maps
 from .minruntime import elastic_victims_valid, preempt_min_runtime, protected_mask, runtime_by_queue
 from .signatures import SignatureSkips
 from .budgets import ActionBudget
@@ -51,7 +52,7 @@ def preempt(session) -> None:
         if j is None:
             break
         tasks = sim_tasks_to_allocate(session, j)
-        if not tasks or signatures.skip(j):
+        if not tasks or signatures.skip(j) or missing_config_maps(session, tasks):
             continue
         info = session.jobs[j]
         if not info.preemptible:

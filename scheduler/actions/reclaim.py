@@ -39,6 +39,7 @@ from ..model import UNLIMITED
 from ..ordering import JobsOrderByQueues
 from ..session import ACTIVE_ALLOCATED
 from . import register_action
+from .allocate import missing_config_maps
 from .minruntime import elastic_victims_valid, protected_mask, reclaim_min_runtime, runtime_by_queue
 from .signatures import SignatureSkips
 from .budgets import ActionBudget
@@ -334,7 +335,7 @@ def reclaim(session) -> None:
         req = session.job_request(j, tasks, session.min_gpu_mem)
         if not can_reclaim(session, j, req):
             continue
-        if signatures.skip(j):
+        if signatures.skip(j) or missing_config_maps(session, tasks):
             continue
         if facts is None:
             facts = JobFacts(session)

@@ -1021,6 +1021,8 @@ class Session:
         if fit is not None:
             fits = fit.fits if allowed is None else fit.fits & allowed
             if not fits.any():
+                if self.predicates_apply:  # KAI scores pod affinity before the fit check, even when none fits
+                    self.predicates.preferred_score(i)
                 return -1
             sc = self.node_scores(i, fit)
             if bonus is not None:
