@@ -247,6 +247,16 @@ class Predicates:
             out = {k: v[rows] for k, v in out.items()}
         return out
 
+    def note_node_search(self, i: int) -> None:
+        """KAI runs the pod-affinity PreScore each time it looks for a node for task ``i``, also when the score
+        cannot matter here (no term of its own, no placed pod with preferred terms): that is a Skip, and it
+        sticks for the session (see :meth:`preferred_score`)."""
+        if not self.tracking or self.preferred_pods or i in self.affinity_skipped:
+            return
+        c = self.s.task_objs[i].constraints
+        if c is None or not (c.preferred_pod_affinity or c.preferred_pod_anti_affinity):
+            self.affinity_skipped.add(i)
+
     def preferred_score(self, i: int) -> Optional[np.ndarray]:
         """KAI's podaffinity score (plugins/podaffinity, kube-scheduler InterPodAffinity Score, not normalised):
         per node the sum of the weights of the topology domains it is in, where the pod's preferred affinity
