@@ -36,6 +36,18 @@ def kaidash_decisions(zip_path: str) -> dict:
             allocated[name] = t.node
         elif t.status == "pipelined":
             pipelined[name] = t.node
+    # A placement committed and later evicted again in the session is a decision KAI logged too (its bind
+    # request / pipelining went out at commit); older checkouts do not record them.
+    for name, (status, node) in getattr(result, "committed_placements", {}).items():
+        if name in allocated or name in pipelined:
+            continue
+        if status == "pipelined":
+            pipelined[name] = node
+        elif before.get(name) != "binding":
+            allocated[name] = node
+    for name in list(allocated):  # as bench.kai_diff_kai.parse_log: bound, then pipelined → pipelined
+        if name in pipelined:
+            del allocated[name]
     evicted = {e.task: e.action for e in result.evicted}
     fair = {q: {"gpu": float(v.get("gpu", 0.0)), "cpu": float(v.get("cpu", 0.0)) / CPU_CORE_MILLIS,
                 "memory": float(v.get("memory", 0.0)) / MEMORY_GB_BYTES}

@@ -218,6 +218,9 @@ class ScheduleResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     snapshot: Optional[Snapshot] = None
     queue_stats: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # task -> (binding | pipelined, node): every placement a committed statement made in the session, also
+    # for tasks a later statement evicted again (KAI has sent the bind request / recorded the pipelining)
+    committed_placements: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def to_contract(self) -> dict:
         """The ``kaidash schedule --format json`` document."""

@@ -167,7 +167,8 @@ def build_result(session: Session, shares) -> ScheduleResult:
     tasks = LazyDecisions(session.task_names, task_decision)
     jobs = LazyDecisions([job.key for job in session.snapshot.jobs], lambda j: _job_decision(session, j))
     return ScheduleResult(fair_share=fair_share, tasks=tasks, jobs=jobs, evicted=list(session.evictions),
-                          snapshot=_after_snapshot(session), queue_stats=session.queue_stats())
+                          snapshot=_after_snapshot(session), queue_stats=session.queue_stats(),
+                          committed_placements=dict(session.committed_placements))
 
 
 def _job_decision(session: Session, j: int) -> JobDecision:

@@ -6,7 +6,9 @@ optional ``actions`` (default: KAI's five) and ``cycles`` (default 1), and ``exp
 - ``tasks``: per task ``{status, node, gpu_index}`` (only the given fields are compared);
 - ``jobs``: per job ``{status, reason, message_contains}``;
 - ``evicted``: the exact set of evicted tasks (order-free);
-- ``evictions``: per evicted task ``{action, preemptor, moved_to, message_contains}``.
+- ``evictions``: per evicted task ``{action, preemptor, moved_to, message_contains}``;
+- ``committed_placements``: per task ``[binding | pipelined, node]``, the last placement a committed statement
+  made (kept when a later action evicts the task again).
 
 Every expectation was derived by hand from the rule, not from running the engine.
 """
@@ -54,6 +56,9 @@ def run_scenario(path: Path):
     if "evicted" in expect:
         assert sorted(out["evicted"]) == sorted(expect["evicted"] or []), \
             f"{name}: evicted {sorted(out['evicted'])}, want {sorted(expect['evicted'] or [])}"
+    for task, want in (expect.get("committed_placements") or {}).items():
+        got = result.committed_placements.get(task)
+        assert got is not None and list(got) == want, f"{name}: committed placement of {task}: got {got!r}, want {want!r}"
     by_task = {e.task: e for e in result.evicted}
     for task, fields in (expect.get("evictions") or {}).items():
         assert task in by_task, f"{name}: {task} was not evicted"

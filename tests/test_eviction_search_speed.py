@@ -43,14 +43,13 @@ def _spy(monkeypatch, owner, name: str, record) -> list:
     return seen
 
 
-@pytest.mark.parametrize("seed", [21, 108, 154])
-def test_preemptor_alone_precheck_keeps_every_decision(seed, tmp_path, monkeypatch):
-    """Random clusters under KAI's default actions whose searches reject scenarios by the pre-check: the same
-    decisions (allocations, evictions, explanations) as simulating every scenario in full. On seed 108 a pre-check
-    that rejected every scenario would change them."""
-    path = tmp_path / f"seed-{seed}.zip"
-    write_zip(generate_document(seed, NOW, DEFAULT_ACTIONS), path)
-    snap = import_kai_snapshot(str(path)).snapshot
+@pytest.mark.parametrize("case", [3, 21, 55, "whatif-quota"])
+def test_preemptor_alone_precheck_keeps_every_decision(case, tmp_path, monkeypatch):
+    """Clusters under KAI's default actions whose searches reject scenarios by the pre-check (random clusters
+    with no preferred pod-affinity term, where the fast path applies, and the 64-node what-if cluster): the same
+    decisions (allocations, evictions, explanations) as simulating every scenario in full. On the what-if
+    cluster a pre-check that rejected every scenario would change them."""
+    snap = _watch_cluster(case, tmp_path)
 
     rejected = _spy(monkeypatch, solver_mod.Solver, "_fits_alone", lambda ok: not ok)
     fast = _decisions(snap)
@@ -95,7 +94,7 @@ def _watch_cluster(case, tmp_path):
     return import_kai_snapshot(str(path)).snapshot
 
 
-@pytest.mark.parametrize("case", [108, 198, "whatif-quota"])
+@pytest.mark.parametrize("case", [154, "whatif-quota"])
 def test_preemptor_watch_keeps_every_decision(case, tmp_path, monkeypatch):
     """Following the preemptor's fit while victims are placed before it (``solver._AloneWatch``) ends some
     scenarios early on these clusters, with the same decisions as placing every job up to the preemptor's turn

@@ -86,6 +86,18 @@ def allocate(session: Session) -> None:
                 order.push(j)
 
 
+def missing_config_maps(session: Session, tasks: list[int]) -> tuple[int, list[str]] | None:
+    """The first of ``tasks`` that mounts a ConfigMap that does not exist, with the missing names (None: none).
+
+    KAI's ConfigMap pre-predicate (``k8s_internal/predicates/config_maps.go``) fails such a pod as
+    unschedulable and unresolvable: allocate gives up on the job, and reclaim, preempt and consolidation skip it
+    before any victim search, since no eviction can make it start (``actions/common/action_eligibility.go``,
+    ``plugins/predicates/predicates.go: victimInvariantPrePredicateCandidates``)."""
+    if not session.predicates_apply:
+        return None
+    return next(((i, m) for i in tasks if (m := session.predicates.missing_config_maps(i))), None)
+
+
 def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
     """Try to place the job's next chunk; True when it was allocated or pipelined (committed)."""
     tasks = session.tasks_to_allocate(j)
@@ -96,8 +108,7 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
         session.set_reason(j, *over)
         return False
     sig = _signature(session, j, tasks) if failed is not None else None
-    missing = next(((i, m) for i in tasks if (m := session.predicates.missing_config_maps(i))), None) \
-        if session.predicates_apply else None
+    missing = missing_config_maps(session, tasks)
     if missing is not None:  # KAI's ConfigMap pre-predicate: the pod cannot start anywhere
         i, names = missing
         message = (f"Scheduling conditions were not met for pod {session.task_names[i]}: ConfigMap: Missing "
@@ -220,4 +231,5 @@ def _signature(session: Session, j: int, tasks: list[int]):
 
 register_action("allocate", allocate)
 
-__all__ = ["allocate", "attempt_job", "candidate_jobs", "should_pipeline_job", "NOT_ENOUGH_RESOURCES"]
+__all__ = ["allocate", "attempt_job", "candidate_jobs", "missing_config_maps", "should_pipeline_job",
+           "NOT_ENOUGH_RESOURCES"]

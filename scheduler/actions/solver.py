@@ -358,7 +358,7 @@ class Solver:
     def _alone_decides(self, pending: list[int]) -> bool:
         """Whether the preemptor's placement can only get harder as the simulation places other jobs before it:
         one task, whole GPUs or none (no shared GPU, MIG or DRA device to pick), no pod (anti-)affinity or host
-        port, no topology constraint. Every job placed before it then only takes node resources (idle,
+        port, no topology constraint, no preferred pod-affinity term in the session. Every job placed before it then only takes node resources (idle,
         releasing) and queue quota, so a preemptor that fits nowhere right after the evictions fails the
         scenario whatever the job order does (KAI's simulation, with the same outcome)."""
         if len(pending) != 1:
@@ -368,6 +368,10 @@ class Solver:
         if s.kind_list[i] > KIND_WHOLE or i in s.mig_req or s.predicates.is_dynamic(i):
             return False
         if s._dra_nodes is not None:
+            return False
+        if s.predicates_apply and s.predicates.scores_affinity:
+            # every node search KAI makes in the simulation may mark a task's pod-affinity score skipped for the
+            # rest of the session (Predicates.preferred_score): the victims' placements cannot be left out
             return False
         c = s.jobs[self._j].job.topology
         return c is None or not c.topology

@@ -27,7 +27,7 @@ from ..model import UNLIMITED
 from ..ordering import JobsOrderByQueues, _QueueNode, dominant_resource_share, queue_less
 from ..session import ACTIVE_ALLOCATED
 from ..session.nodes import GPU
-from .allocate import candidate_jobs
+from .allocate import candidate_jobs, missing_config_maps
 
 # ---------------------------------------------------------------------------------------------- triggers
 
@@ -72,14 +72,9 @@ def victim_invariant_failure(session, tasks) -> Optional[tuple[int, list[str]]]:
     """KAI's victim-invariant pre-predicates (``plugins/predicates/predicates.go``, checked by every eviction
     action through ``actions/common/action_eligibility.go``): a task of the chunk whose required ConfigMaps are
     missing starts nowhere whatever is evicted, so the job triggers no search and no signature failure.
-    ``(task, missing ConfigMap names)`` of the first such task, else None."""
-    if not session.predicates_apply:
-        return None
-    for i in tasks:
-        missing = session.predicates.missing_config_maps(i)
-        if missing:
-            return i, missing
-    return None
+    ``(task, missing ConfigMap names)`` of the first such task, else None (today the ConfigMap check is the only
+    such predicate: :func:`~scheduler.actions.allocate.missing_config_maps`)."""
+    return missing_config_maps(session, tasks)
 
 
 # ---------------------------------------------------------------------------------------------- job facts
@@ -226,9 +221,6 @@ def tasks_to_evict(session, j: int, rep: Optional[frozenset]) -> tuple[list[int]
 
 
 # ---------------------------------------------------------------------------------------------- victim queue
-
-_IN_ALLOCATED_VECTOR = frozenset({"running", "binding"})
-
 
 def _le(a: float, b: float) -> bool:
     if a == UNLIMITED:
@@ -379,15 +371,10 @@ class VictimQueue(JobsOrderByQueues):
     # ---- comparisons (victim mode)
 
     def _rep_alloc(self, j: int, rep: Optional[frozenset]) -> np.ndarray:
-        """KAI's ``AllocatedVector`` of a job representative: what its running and binding tasks hold. A
-        pipelined task is active but not in it (``pod_status.AllocatedStatus``: Allocated, Bound, Binding,
-        Running; ``podgroup_info/job_info.go``), so a job pipelined earlier in the session is subtracted as 0."""
+        """KAI's ``AllocatedVector`` of a job representative: what its active tasks hold in their queue."""
         s = self.s
-        st = s.status
         g = c = m = 0.0
         for i in active_tasks(s, j, rep):
-            if st[i] not in _IN_ALLOCATED_VECTOR:
-                continue
             g += s.accepted[i]
             c += float(s.cpu[i])
             m += float(s.mem[i])

@@ -170,6 +170,8 @@ class Session:
         self.gpu_strategy = placement.get_strategy(self.config.placement.gpu)
         self.cpu_strategy = placement.get_strategy(self.config.placement.cpu)
         self.evictions: list[Eviction] = []
+        # task name -> (binding | pipelined, node) of the last placement a committed statement made (statement.py)
+        self.committed_placements: dict[str, tuple[str, str]] = {}
         self.job_reasons: dict[int, tuple[str, str, dict]] = {}  # why a job (still) waits, per job index
         self.started_jobs: set[int] = set()  # jobs that went from 0 to allocated tasks (LastStartTimestamp)
         self.skipped_actions: list[str] = []
@@ -1073,9 +1075,13 @@ class Session:
         """
         if self.nodes.n == 0:
             return -1  # an empty cluster (e.g. nodes not readable yet): nothing fits anywhere
+        if self.predicates_apply:
+            self.predicates.note_node_search(i)
         if fit is not None:
             fits = fit.fits if allowed is None else fit.fits & allowed
             if not fits.any():
+                if self.predicates_apply:  # KAI scores pod affinity before the fit check, even when none fits
+                    self.predicates.preferred_score(i)
                 return -1
             sc = self.node_scores(i, fit)
             if bonus is not None:

@@ -98,7 +98,10 @@ class Predicates:
                                                  for n in self.nodes]
         self.anti_pods = sum(1 for recs in self.external for r in recs if r.anti)
         self.tracking = False
+        self.scores_affinity = False
         self.task_ns: dict[int, str] = {}
+        # tasks whose pod-affinity score KAI stopped computing for the rest of the session (preferred_score)
+        self.affinity_skipped: set[int] = set()
 
     # ------------------------------------------------------------------ tracking pods on nodes
 
@@ -110,6 +113,8 @@ class Predicates:
                                                   or c.preferred_pod_affinity or c.preferred_pod_anti_affinity
                                                   for c in constrained)
         self.preferred_pods = 0  # placed pods with preferred (anti-)affinity terms: they score others
+        # some task has preferred terms: pod-affinity scores (and KAI's session-long skips of them) can matter
+        self.scores_affinity = any(c.preferred_pod_affinity or c.preferred_pod_anti_affinity for c in constrained)
         if not self.tracking:
             return
         for i, n in tasks_on_nodes:
@@ -245,17 +250,34 @@ class Predicates:
             out = {k: v[rows] for k, v in out.items()}
         return out
 
+    def note_node_search(self, i: int) -> None:
+        """KAI runs the pod-affinity PreScore each time it looks for a node for task ``i``, also when the score
+        cannot matter here (no term of its own, no placed pod with preferred terms): that is a Skip, and it
+        sticks for the session (see :meth:`preferred_score`)."""
+        if not self.tracking or self.preferred_pods or i in self.affinity_skipped:
+            return
+        c = self.s.task_objs[i].constraints
+        if c is None or not (c.preferred_pod_affinity or c.preferred_pod_anti_affinity):
+            self.affinity_skipped.add(i)
+
     def preferred_score(self, i: int) -> Optional[np.ndarray]:
         """KAI's podaffinity score (plugins/podaffinity, kube-scheduler InterPodAffinity Score, not normalised):
         per node the sum of the weights of the topology domains it is in, where the pod's preferred affinity
         (+weight) / anti-affinity (−weight) terms match an existing pod there, and existing pods' preferred terms
         match this pod. Existing pods' required affinity adds nothing (KAI's hard pod affinity weight is 0).
-        None when nothing contributes."""
-        if not self.tracking:
+        None when nothing contributes.
+
+        KAI evaluates this each time it looks for a node for the task (its podaffinity plugin's NodePreOrderFn,
+        kube-scheduler's PreScore), and when nothing contributes (PreScore's Skip) it records the task and
+        scores it 0 on every later look in the session, whatever is placed meanwhile
+        (``plugins/podaffinity/podaffinity.go``: ``skipOrderFn`` is filled, never cleared). So does this: a
+        task once scored None stays None until the session ends."""
+        if not self.tracking or i in self.affinity_skipped:
             return None
         c = self.s.task_objs[i].constraints
         own = (c.preferred_pod_affinity, c.preferred_pod_anti_affinity) if c is not None else ((), ())
         if not (own[0] or own[1] or self.preferred_pods):
+            self.affinity_skipped.add(i)
             return None
         ns = self.namespace(i)
         labels = c.labels if c is not None else {}
@@ -284,6 +306,7 @@ class Predicates:
                     if _term_matches(term, rec.namespace, ns, labels):
                         add(term, -term.weight, k)
         if not topo:
+            self.affinity_skipped.add(i)
             return None
         out = np.zeros(self.n)
         for key, per in topo.items():

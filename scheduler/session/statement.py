@@ -160,7 +160,17 @@ class Statement:
         self.rollback(0)
 
     def commit(self) -> None:
-        """Keep everything: the operations become the session's state and can no longer be rolled back."""
+        """Keep everything: the operations become the session's state and can no longer be rolled back.
+
+        Every task this statement leaves bound or pipelined is noted in ``session.committed_placements``
+        (task → (status, node)): KAI sends the bind request or records the pipelining at commit
+        (``framework/statement.go: Commit``), so that decision stands even if a later statement of the session
+        evicts the task again."""
+        s = self.session
+        for task in dict.fromkeys(op[0] for op in self._ops):
+            status = s.status[task]
+            if status in ("binding", "pipelined"):
+                s.committed_placements[s.task_names[task]] = (status, s.nodes.names[s.node[task]])
         self._ops.clear()
 
     @property
