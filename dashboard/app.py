@@ -61,8 +61,9 @@ def _mathjax_only_for_math() -> None:
     Panel adds it to any page with one of its HTML models among the document's roots (the template's busy
     indicator is one), whether or not any text holds math. Panel decides in
     ``panel.io.resources._panel_use_mathjax``; it is replaced by a test that keeps MathJax when a model of the
-    page renders math (``disable_math`` off) and its text holds a math delimiter when the page is served. The dashboard shows no math; text that arrives later with a
-    ``$`` renders as plain text (Panel's HTML view skips math when MathJax is not loaded).
+    page renders math (``disable_math`` off) and its text holds a math delimiter when the page is served. The
+    dashboard shows no math; text that arrives later with a ``$`` renders as plain text (Panel's HTML view skips
+    math when MathJax is not loaded).
     """
     from panel.io import resources
     from panel.models.markup import HTML as PanelHTML

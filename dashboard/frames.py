@@ -16,7 +16,7 @@ import pandas as pd
 
 from scheduler.decisions import ScheduleResult, eviction_notes
 from scheduler.model import ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task, mig_gpus
-from scheduler.queue_allocation import observed_allocation
+from scheduler.queue_allocation import observed_allocation, observed_allocations
 
 EPS = 1e-6
 IDLE_UTIL_PCT = 5.0
@@ -106,8 +106,7 @@ def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -
       waits: demand it is entitled to but does not get.
     """
     stats = queue_stats_of(snapshot, result, resource)
-    held = observed_allocation(snapshot)
-    held_np = observed_allocation(snapshot, non_preemptible_only=True)
+    held, held_np = observed_allocations(snapshot)
     qmap = snapshot.queue_map()
     parents = {q.parent for q in snapshot.queues if q.parent}
     running, pending = _job_counts(snapshot)

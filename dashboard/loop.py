@@ -13,7 +13,6 @@ never stops the loop: the last good tick stays published and the state says ``st
 
 from __future__ import annotations
 
-
 import dataclasses
 import logging
 import threading

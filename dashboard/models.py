@@ -167,9 +167,15 @@ def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
         frames.pending_frame(tick.snapshot, tick.result, tick.explanations), tick.insight)))
 
 
+def predicts_start(next_cycle: Any) -> bool:
+    """Whether a ``next_cycle`` text (:func:`dashboard.frames.next_cycle`) has the engine bind or pipeline (some
+    of) the job's pods this cycle."""
+    return isinstance(next_cycle, str) and next_cycle.startswith(("KAI would bind", "KAI would pipeline"))
+
+
 def starts_this_cycle(pending: pd.DataFrame) -> pd.Series:
     """Rows of :func:`pending_table` whose job the engine binds or pipelines (some of its pods) this cycle."""
-    return pending["next_cycle"].fillna("").str.contains(r"^KAI would (?:bind|pipeline)", regex=True)
+    return pending["next_cycle"].map(predicts_start).astype(bool)
 
 
 def with_prediction(pending: pd.DataFrame) -> pd.DataFrame:

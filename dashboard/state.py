@@ -91,6 +91,7 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
     node_mem = {n.name: n.gpu_memory_mib for n in snap.nodes}
     pending_jobs = running_jobs = 0
     waits = []
+    pending_by_queue: dict[str, int] = {}
     for job in snap.jobs:
         statuses = {t.status for t in job.tasks}
         if statuses & ALLOCATED_STATUSES:
@@ -98,6 +99,7 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
         if "pending" in statuses:
             pending_jobs += 1
             waits.append(max(0.0, snap.time - job.creation_time))
+            pending_by_queue[job.queue] = pending_by_queue.get(job.queue, 0) + 1
         for t in job.tasks:
             if t.status in ALLOCATED_STATUSES and t.is_gpu:
                 allocated += t.gpus_on(node_mem.get(t.node, 0.0))
@@ -114,10 +116,6 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
     }
     queues: dict[str, dict[str, float]] = {}
     stats = getattr(tick.result, "queue_stats", None) or {}
-    pending_by_queue: dict[str, int] = {}
-    for job in snap.jobs:
-        if any(t.status == "pending" for t in job.tasks):
-            pending_by_queue[job.queue] = pending_by_queue.get(job.queue, 0) + 1
     held = observed_allocation(snap)
     for q in snap.queues:
         gpu = stats.get(q.name, {}).get("gpu", {})

@@ -19,11 +19,18 @@ def observed_allocation(snapshot: Snapshot, non_preemptible_only: bool = False) 
     in the snapshot is not counted. ``non_preemptible_only``: only non-preemptible jobs (KAI's
     ``AllocatedNonPreemptible``, what reclaim cannot take back).
     """
+    held, held_np = observed_allocations(snapshot)
+    return held_np if non_preemptible_only else held
+
+
+def observed_allocations(snapshot: Snapshot) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """:func:`observed_allocation` of all jobs and of the non-preemptible ones, in one pass over the jobs."""
     parent = {q.name: q.parent for q in snapshot.queues}
     out = {name: dict.fromkeys(RESOURCES, 0.0) for name in parent}
+    out_np = {name: dict.fromkeys(RESOURCES, 0.0) for name in parent}
     node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
     for job in snapshot.jobs:
-        if job.queue not in out or (non_preemptible_only and job.is_preemptible):
+        if job.queue not in out:
             continue
         gpu = cpu = mem = 0.0
         for t in job.tasks:
@@ -33,13 +40,15 @@ def observed_allocation(snapshot: Snapshot, non_preemptible_only: bool = False) 
                 mem += t.memory_bytes
         if not (gpu or cpu or mem):
             continue
+        totals = (out,) if job.is_preemptible else (out, out_np)
         seen: set[str] = set()
         q = job.queue
         while q is not None and q in out and q not in seen:   # a cycle is the validator's to report
             seen.add(q)
-            acc = out[q]
-            acc["gpu"] += gpu
-            acc["cpu"] += cpu
-            acc["memory"] += mem
+            for table in totals:
+                acc = table[q]
+                acc["gpu"] += gpu
+                acc["cpu"] += cpu
+                acc["memory"] += mem
             q = parent.get(q)
-    return out
+    return out, out_np

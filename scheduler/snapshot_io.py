@@ -1169,8 +1169,9 @@ def snapshot_to_dict(snap: Snapshot) -> dict:
         out["config_maps"] = list(snap.config_maps)
     if snap.topologies:
         out["topologies"] = [_topology_dict(t) for t in snap.topologies]
-    if ("topologies" in out or any("topology" in j or any("mig" in t or "dra_claims" in t or "priority_class" in t for t in j["tasks"])
-                                   for j in out["jobs"])
+    if ("topologies" in out
+            or any("topology" in j or any("mig" in t or "dra_claims" in t or "priority_class" in t for t in j["tasks"])
+                   for j in out["jobs"])
             or any("mig" in n or "dra_gpus" in n for n in out["nodes"])):
         out["version"] = 1.2
     elif _uses_v11(out):

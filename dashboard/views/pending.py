@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import html
 import json
+import math
 
 import pandas as pd
 import panel as pn
 
 from .. import display
-from ..models import STARTS_NOW, PendingModel
+from ..models import STARTS_NOW, PendingModel, predicts_start
 from .base import View
 from .common import TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table
 
@@ -104,8 +105,7 @@ class PendingView(View):
         exp = m.explanation(job)
         extra = getattr(exp, "numbers", None) if exp is not None and not isinstance(exp, dict) else (
             exp.get("numbers") if isinstance(exp, dict) else None)
-        starts = str(r.get("next_cycle") or "").startswith(("KAI would bind", "KAI would pipeline"))
-        reason = r["reason"] or (STARTS_NOW if starts else "no reason recorded")
+        reason = r["reason"] or (STARTS_NOW if predicts_start(r.get("next_cycle")) else "no reason recorded")
         limit = "unlimited" if r["queue_limit"] == -1 else display.gpus(r["queue_limit"])
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
                 f'{badge(reason, REASON_COLOURS.get(reason, "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
@@ -140,7 +140,7 @@ class PendingView(View):
         if est.blocker_duration_source:
             parts.append(f'run time of {html.escape(est.blocker_job or "the blocker")}: '
                          f'{html.escape(est.blocker_duration_source)}')
-        if not est.never and est.p50_s == est.p50_s and est.p50_s != float("inf"):
+        if not est.never and math.isfinite(est.p50_s):
             parts.append("range " + html.escape(est.range_basis) if est.range_basis != "model" else
                          "range: spread of the forward runs, not yet calibrated against past starts")
         return f' <span class="kd-muted" data-eta-basis>({"; ".join(parts)})</span>' if parts else ""

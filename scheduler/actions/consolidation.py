@@ -23,9 +23,10 @@ from typing import Optional
 from ..ordering import JobsOrderByQueues
 from . import register_action
 from .signatures import SignatureSkips
+from .allocate import missing_config_maps
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
-from .victims import JobFacts, VictimQueue, eviction_triggers, node_gpu_capacity, victim_invariant_failure
+from .victims import JobFacts, VictimQueue, eviction_triggers, node_gpu_capacity
 
 
 def enabled(session) -> bool:
@@ -94,7 +95,7 @@ def consolidation(session) -> None:
             break
         popped.add(j)
         tasks = sim_tasks_to_allocate(session, j)
-        if not tasks or signatures.skip(j) or victim_invariant_failure(session, tasks) is not None:
+        if not tasks or signatures.skip(j) or missing_config_maps(session, tasks) is not None:
             continue
         if not enough_gpus(session, tasks):
             signatures.failed(j)  # a shortcut for an attempt that cannot succeed

@@ -22,9 +22,10 @@ from ..ordering import JobsOrderByQueues
 from . import register_action
 from .minruntime import elastic_victims_valid, preempt_min_runtime, protected_mask, runtime_by_queue
 from .signatures import SignatureSkips
+from .allocate import missing_config_maps
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
-from .victims import JobFacts, VictimQueue, eviction_triggers, victim_invariant_failure
+from .victims import JobFacts, VictimQueue, eviction_triggers
 
 
 def preempt_message(session, preemptor: int, victim: int) -> str:
@@ -51,7 +52,7 @@ def preempt(session) -> None:
         if j is None:
             break
         tasks = sim_tasks_to_allocate(session, j)
-        if not tasks or signatures.skip(j) or victim_invariant_failure(session, tasks) is not None:
+        if not tasks or signatures.skip(j) or missing_config_maps(session, tasks) is not None:
             continue
         info = session.jobs[j]
         if not info.preemptible:

@@ -41,9 +41,10 @@ from ..session import ACTIVE_ALLOCATED
 from . import register_action
 from .minruntime import elastic_victims_valid, protected_mask, reclaim_min_runtime, runtime_by_queue
 from .signatures import SignatureSkips
+from .allocate import missing_config_maps
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
-from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job, victim_invariant_failure
+from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
 _EPS = 1e-9
@@ -304,9 +305,8 @@ class _Candidates:
                 mask = (f.version, f.base_candidates() & ~self.protected(rq))
             else:  # after a commit: only the refreshed jobs' entries can differ (a copy: older queues keep theirs)
                 arr = mask[1].copy()
-                prot = self.protected(rq)
-                for jj in changed:
-                    arr[jj] = f.preemptible[jj] and f.active[jj] > 0 and f.queue_ok[jj] and not prot[jj]
+                jobs = np.fromiter(set(changed), dtype=np.int64)
+                arr[jobs] = f.base_candidates(jobs) & ~self.protected(rq)[jobs]
                 mask = (f.version, arr)
             self._masks[rq] = mask
         return {q: (f.leaf_order(q), mask[1]) for q in ok}
@@ -334,7 +334,7 @@ def reclaim(session) -> None:
         req = session.job_request(j, tasks, session.min_gpu_mem)
         if not can_reclaim(session, j, req):
             continue
-        if signatures.skip(j) or victim_invariant_failure(session, tasks) is not None:
+        if signatures.skip(j) or missing_config_maps(session, tasks) is not None:
             continue
         if facts is None:
             facts = JobFacts(session)

@@ -358,9 +358,9 @@ class Solver:
     def _alone_decides(self, pending: list[int]) -> bool:
         """Whether the preemptor's placement can only get harder as the simulation places other jobs before it:
         one task, whole GPUs or none (no shared GPU, MIG or DRA device to pick), no pod (anti-)affinity or host
-        port, no topology constraint, no preferred pod-affinity term in the session. Every job placed before it then only takes node resources (idle,
-        releasing) and queue quota, so a preemptor that fits nowhere right after the evictions fails the
-        scenario whatever the job order does (KAI's simulation, with the same outcome)."""
+        port, no topology constraint, no preferred pod-affinity term in the session. Every job placed before it
+        then only takes node resources (idle, releasing) and queue quota, so a preemptor that fits nowhere right
+        after the evictions fails the scenario whatever the job order does (KAI's simulation, same outcome)."""
         if len(pending) != 1:
             return False
         s = self.s

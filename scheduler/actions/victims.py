@@ -27,7 +27,7 @@ from ..model import UNLIMITED
 from ..ordering import JobsOrderByQueues, _QueueNode, dominant_resource_share, queue_less
 from ..session import ACTIVE_ALLOCATED
 from ..session.nodes import GPU
-from .allocate import candidate_jobs, missing_config_maps
+from .allocate import candidate_jobs
 
 # ---------------------------------------------------------------------------------------------- triggers
 
@@ -66,15 +66,6 @@ def eviction_triggers(session, preemptible_only: bool = False) -> list[int]:
             continue
         out.append(j)
     return out
-
-
-def victim_invariant_failure(session, tasks) -> Optional[tuple[int, list[str]]]:
-    """KAI's victim-invariant pre-predicates (``plugins/predicates/predicates.go``, checked by every eviction
-    action through ``actions/common/action_eligibility.go``): a task of the chunk whose required ConfigMaps are
-    missing starts nowhere whatever is evicted, so the job triggers no search and no signature failure.
-    ``(task, missing ConfigMap names)`` of the first such task, else None (today the ConfigMap check is the only
-    such predicate: :func:`~scheduler.actions.allocate.missing_config_maps`)."""
-    return missing_config_maps(session, tasks)
 
 
 # ---------------------------------------------------------------------------------------------- job facts
@@ -148,10 +139,12 @@ class JobFacts:
         """The jobs refreshed after ``version`` (with repeats): the only ones whose ``active`` count changed."""
         return [j for jobs in self._refreshed[version:] for j in jobs]
 
-    def base_candidates(self) -> np.ndarray:
-        """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue.
-        A new array."""
-        return self.preemptible & (self.active > 0) & self.queue_ok
+    def base_candidates(self, jobs: Optional[np.ndarray] = None) -> np.ndarray:
+        """Mask of jobs that can be victims at all: preemptible, with an active task, in a valid leaf queue
+        (of every job, or of the job indices ``jobs`` in their order). A new array."""
+        if jobs is None:
+            return self.preemptible & (self.active > 0) & self.queue_ok
+        return self.preemptible[jobs] & (self.active[jobs] > 0) & self.queue_ok[jobs]
 
     def order_key(self, j: int, state: Optional[int] = None) -> tuple:
         """KAI's job order key of job ``j`` (:func:`~scheduler.ordering.job_order_key`) from these columns;

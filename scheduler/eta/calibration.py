@@ -116,11 +116,15 @@ class EtaCalibrator:
     def observe_started(self, job: str, at: float) -> None:
         """``job`` started at ``at``: its open estimates become exact residuals."""
         with self._lock:
-            for o in self._open.pop(job, []):
-                actual = max(0.0, at - o.made_at)
-                self._exact.append((at, math.log((actual + OFFSET_S) / (o.p50_s + OFFSET_S)), o.queue))
-            if len(self._exact) > self.window:
-                del self._exact[: len(self._exact) - self.window]
+            self._close(job, at)
+
+    def _close(self, job: str, at: float) -> None:
+        """(Lock held.) ``job``'s open estimates become residuals of a start at ``at``, within the window."""
+        for o in self._open.pop(job, []):
+            actual = max(0.0, at - o.made_at)
+            self._exact.append((at, math.log((actual + OFFSET_S) / (o.p50_s + OFFSET_S)), o.queue))
+        if len(self._exact) > self.window:
+            del self._exact[: len(self._exact) - self.window]
 
     def observe(self, snapshot) -> None:
         """Close the estimates of jobs no longer waiting in ``snapshot`` (started, or gone: those are dropped)."""
@@ -133,14 +137,11 @@ class EtaCalibrator:
             elif is_allocated(job):
                 started.add(job.key)
         with self._lock:
-            closed = [k for k in self._open if k not in waiting]
-        for key in closed:
-            if key in started:
-                self.observe_started(key, now)
-            else:
-                with self._lock:
-                    self._open.pop(key, None)
-        with self._lock:
+            for key in [k for k in self._open if k not in waiting]:
+                if key in started:
+                    self._close(key, now)
+                else:
+                    del self._open[key]
             horizon = now - self.max_age_s
             for key in list(self._open):
                 kept = [o for o in self._open[key] if o.made_at >= horizon]

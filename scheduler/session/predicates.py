@@ -109,12 +109,11 @@ class Predicates:
         """Record the tasks on nodes at session open (``(task, node)`` pairs)."""
         constrained = [c for t in self.s.task_objs if (c := t.constraints) is not None]
         self.constrained = bool(constrained)
-        self.tracking = self.anti_pods > 0 or any(c.host_ports or c.pod_affinity or c.pod_anti_affinity
-                                                  or c.preferred_pod_affinity or c.preferred_pod_anti_affinity
-                                                  for c in constrained)
-        self.preferred_pods = 0  # placed pods with preferred (anti-)affinity terms: they score others
         # some task has preferred terms: pod-affinity scores (and KAI's session-long skips of them) can matter
         self.scores_affinity = any(c.preferred_pod_affinity or c.preferred_pod_anti_affinity for c in constrained)
+        self.tracking = self.anti_pods > 0 or self.scores_affinity or any(
+            c.host_ports or c.pod_affinity or c.pod_anti_affinity for c in constrained)
+        self.preferred_pods = 0  # placed pods with preferred (anti-)affinity terms: they score others
         if not self.tracking:
             return
         for i, n in tasks_on_nodes:

@@ -71,20 +71,13 @@ class QueueState:
         """Add (``sign=-1``: subtract) ``amount`` to the queue and every ancestor."""
         version = self.version
         allocated, allocated_np = self.allocated, self.allocated_np
-        if sign == 1.0 or sign == -1.0:   # x - a is x + (-1 × a), bit for bit
+        if sign == 1.0 or sign == -1.0:   # in place, no temporary: x - a is x + (-1 × a), bit for bit
+            op = np.add if sign > 0 else np.subtract
             for a in self.chains[q]:
-                row = allocated[a]
-                if sign > 0:
-                    row += amount
-                else:
-                    row -= amount
+                op(allocated[a], amount, out=allocated[a])
                 version[a] += 1
                 if non_preemptible:
-                    row = allocated_np[a]
-                    if sign > 0:
-                        row += amount
-                    else:
-                        row -= amount
+                    op(allocated_np[a], amount, out=allocated_np[a])
             return
         delta = sign * amount
         for a in self.chains[q]:
