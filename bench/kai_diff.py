@@ -3,6 +3,7 @@
     python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool /tmp/kai/snapshot-tool
     python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool BIN --actions default --jobs 2
     python -m bench.kai_diff --seeds 1..20 --keep-failures /tmp/diffs      # zips, logs, decisions of mismatches
+    python -m bench.kai_diff --seeds 4000..4199 --snapshot-tool BIN --actions default --kai-runs 10 --kai-cache DIR
     python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool BIN --topology   # clusters with racks and constraints
     python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool BIN --mig        # clusters with MIG nodes and pods
     python -m bench.kai_diff --seeds 1..50                                  # without KAI: kaidash invariants only
@@ -201,8 +202,6 @@ def _same_kai(a: dict, b: dict) -> bool:
 
 def run_seed(seed: int, opts: dict) -> dict:
     """Generate, run both schedulers (or kaidash's self-checks), compare; a JSON-able record."""
-    from .kai_diff_kai import run_snapshot_tool
-
     actions = DEFAULT_ACTIONS if opts["actions"] == "default" else opts["actions"]
     now = time.time()
     doc = generate_document(seed, now, actions)
@@ -221,34 +220,79 @@ def run_seed(seed: int, opts: dict) -> dict:
         if "error" in kd:
             record["status"] = "kaidash-error"
         elif opts.get("binary"):
-            runs = []
-            for _ in range(max(1, opts["kai_runs"])):
-                r = run_snapshot_tool(opts["binary"], zpath)
-                runs.append(r)
-                if r.decisions is None:
-                    break
-            if runs[-1].decisions is None:
+            kai, seconds, log, error = _kai_runs(seed, zpath, opts)
+            if error is not None:
                 record["status"] = "kai-error"
-                record["kai_error"] = runs[-1].error
+                record["kai_error"] = error
             else:
-                kai = [r.decisions.to_dict() for r in runs]
                 record["kai"] = kai[0]
-                record["kai_seconds"] = runs[0].seconds
+                record["kai_seconds"] = seconds
+                record["kai_runs"] = len(kai)
                 record["kai_nondeterministic"] = any(not _same_kai(kai[0], k) for k in kai[1:])
+                record["kai_outcomes"] = _outcome_counts(kai)
                 cmp = compare(kd, kai[0], features)
                 record.update(equal=cmp["equal"], identical=cmp["identical"], diffs=cmp["diffs"],
                               matches_other_kai_run=any(compare(kd, k, {})["identical"] for k in kai[1:]))
+                record["kaidash_outcome_runs"] = sum(1 for k in kai if compare(kd, k, {})["identical"])
                 if record["kai_nondeterministic"]:
                     # the other runs' evictions, so that eviction agreement can be read against each KAI outcome
                     record["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
                 record["status"] = "ok"
                 if not cmp["identical"] and opts.get("keep"):
-                    _keep(opts["keep"], seed, zpath, runs[0].log, record)
+                    _keep(opts["keep"], seed, zpath, log, record)
         else:
             record.update(_self_check(str(zpath), kd, opts))
             if record.get("invariant_failures") and opts.get("keep"):
                 _keep(opts["keep"], seed, zpath, "", record)
     return record
+
+
+def _kai_runs(seed: int, zpath: Path, opts: dict) -> tuple[list[dict], float, str, Optional[str]]:
+    """``--kai-runs`` decision sets of KAI on one cluster, the first run's seconds and log, or an error.
+
+    With ``--kai-cache DIR`` the runs of earlier invocations are reused (one JSON file per seed, actions and
+    generator options) and only the missing ones are run, so KAI's outcome distribution can be gathered once
+    (say 10 runs per cluster) and every kaidash commit scored against it. The cluster is regenerated with a new
+    ``now``; the generator places every timestamp relative to it, so the zip KAI saw differs only by that shift.
+    """
+    from .kai_diff_kai import run_snapshot_tool
+
+    cache_file = None
+    cached: dict = {"runs": [], "seconds": 0.0}
+    if opts.get("kai_cache"):
+        tag = "-".join([opts["actions"].replace(",", "").replace(" ", "_")]
+                       + [k for k in ("topology", "mig") if opts.get(k)])
+        cache_file = Path(opts["kai_cache"]) / tag / f"seed-{seed}.json"
+        if cache_file.exists():
+            cached = json.loads(cache_file.read_text())
+    runs = list(cached["runs"])
+    seconds, log = cached["seconds"], ""
+    wanted = max(1, opts["kai_runs"])
+    while len(runs) < wanted:
+        r = run_snapshot_tool(opts["binary"], zpath)
+        if r.decisions is None:
+            return [], 0.0, r.log, r.error
+        if not runs:
+            seconds, log = r.seconds, r.log
+        runs.append(r.decisions.to_dict())
+        if cache_file is not None:
+            cache_file.parent.mkdir(parents=True, exist_ok=True)
+            # logs run to hundreds of MB at verbosity 6: not kept (a cached first run has no log to keep)
+            cache_file.write_text(json.dumps({"runs": runs, "seconds": seconds}))
+    return runs[:wanted], seconds, log, None
+
+
+def _outcome_counts(runs: list[dict]) -> list[int]:
+    """How many of KAI's runs gave each distinct decision set, most frequent first."""
+    outcomes: list[list] = []
+    for run in runs:
+        for group in outcomes:
+            if _same_kai(group[0], run):
+                group.append(run)
+                break
+        else:
+            outcomes.append([run])
+    return sorted((len(g) for g in outcomes), reverse=True)
 
 
 def _self_check(zip_path: str, kd: dict, opts: dict) -> dict:
@@ -341,6 +385,11 @@ def summarise(records: list[dict], with_kai: bool) -> dict:
     summary["kai_nondeterministic"] = len(nondet)
     summary["kai_nondeterministic_matching_a_run"] = sum(1 for r in nondet if r["identical"]
                                                          or r.get("matches_other_kai_run"))
+    summary["identical_to_a_kai_run"] = sum(1 for r in ok if r["identical"] or r.get("matches_other_kai_run"))
+    summary["kai_runs"] = max((r.get("kai_runs", 1) for r in ok), default=0)
+    # kaidash against KAI's outcome distribution: the share of KAI's runs whose decisions kaidash reproduces
+    summary["kai_run_agreement"] = (sum(r.get("kaidash_outcome_runs", int(r["identical"])) / r.get("kai_runs", 1)
+                                        for r in ok) / len(ok)) if ok else 0.0
     summary["identical_deterministic"] = sum(1 for r in det if r["identical"])
     summary["deterministic"] = len(det)
     evict_actions = Counter(a for r in ok for a in r["kai"].get("evicted", {}).values())
@@ -392,7 +441,9 @@ def print_report(s: dict, opts: dict, seeds: list[int]) -> None:
                   "after-snapshot validates")
         return
     n = s["compared"]
-    print(f"identical decision sets: {_pct(s['identical'], n)}")
+    print(f"identical decision sets: {_pct(s['identical'], n)} (against KAI's first run)")
+    print(f"  identical to one of KAI's {s['kai_runs']} run(s): {_pct(s['identical_to_a_kai_run'], n)};"
+          f" share of KAI's runs reproduced exactly: {100.0 * s['kai_run_agreement']:.1f} %")
     print(f"  KAI-deterministic clusters: {_pct(s['identical_deterministic'], s['deterministic'])}"
           f"  (KAI's own runs differed on {s['kai_nondeterministic']} cluster(s), "
           f"{s['kai_nondeterministic_matching_a_run']} of them matching one of KAI's runs)")
@@ -419,6 +470,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--kai-runs", type=int, default=2, help="KAI runs per cluster to detect its nondeterminism")
     ap.add_argument("--jobs", type=int, default=1, help="clusters in parallel (default 1)")
     ap.add_argument("--keep-failures", default=None, metavar="DIR", help="save zip, KAI log, decisions of mismatches")
+    ap.add_argument("--kai-cache", default=None, metavar="DIR",
+                    help="keep KAI's runs per cluster in DIR and reuse them (only missing runs are run)")
     ap.add_argument("--kaidash-checkout", default=None, metavar="DIR", help="measure the kaidash in DIR instead")
     ap.add_argument("--json", default=None, metavar="FILE", help="write every record and the summary as JSON")
     ap.add_argument("--topology", action="store_true",
@@ -432,7 +485,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.snapshot_tool and not os.access(args.snapshot_tool, os.X_OK):
         ap.error(f"--snapshot-tool {args.snapshot_tool}: not an executable file")
     opts = {"actions": args.actions, "binary": args.snapshot_tool, "kai_runs": args.kai_runs,
-            "keep": args.keep_failures, "checkout": args.kaidash_checkout, "topology": args.topology,
+            "keep": args.keep_failures, "kai_cache": args.kai_cache, "checkout": args.kaidash_checkout, "topology": args.topology,
             "mig": args.mig}
     work = [(s, opts) for s in seeds]
     if args.jobs > 1:

@@ -112,3 +112,38 @@ def test_eviction_pairs_read_against_the_kai_run_closest_to_kaidash():
     f = figures([record, dict(deterministic, seed=2, matches_other_kai_run=False)])
     assert (f["pairs_equal"], f["pairs"], f["evictions_equal"]) == (2, 5, 1)
     assert f["failing_seeds"] == [2]
+
+
+def _fake_snapshot_tool(tmp_path, outcomes):
+    """An executable standing in for KAI's tool: each call logs the next outcome's evictions (KAI's log format)
+    and counts its calls in a file, so the test sees how many times the cache let it run."""
+    calls = tmp_path / "calls"
+    lines = [LOG.replace("team-b/v-0", victim) for victim in outcomes]
+    script = tmp_path / "snapshot-tool"
+    script.write_text("#!/usr/bin/env python3\nimport pathlib, sys\n"
+                      f"calls = pathlib.Path({str(calls)!r})\n"
+                      "n = int(calls.read_text()) if calls.exists() else 0\n"
+                      "calls.write_text(str(n + 1))\n"
+                      f"logs = {lines!r}\n"
+                      "sys.stderr.write(logs[n % len(logs)])\n")
+    script.chmod(0o755)
+    return script, calls
+
+
+def test_kai_runs_are_cached_per_cluster_and_only_missing_runs_run(tmp_path):
+    from bench.kai_diff import _in_process
+
+    tool, calls = _fake_snapshot_tool(tmp_path, ["team-b/v-0", "team-b/v-1"])
+    opts = {"actions": "default", "binary": str(tool), "kai_runs": 2, "keep": None, "kaidash": _in_process,
+            "kai_cache": str(tmp_path / "cache")}
+    first = run_seed(11, opts)
+    assert calls.read_text() == "2"
+    assert first["kai_nondeterministic"] and first["kai_outcomes"] == [1, 1]
+    again = run_seed(11, opts)                   # both runs come from the cache
+    assert calls.read_text() == "2" and again["kai_outcomes"] == [1, 1]
+    more = run_seed(11, dict(opts, kai_runs=4))  # two more runs, the cycle of outcomes goes on
+    assert calls.read_text() == "4"
+    assert more["kai_runs"] == 4 and more["kai_outcomes"] == [2, 2]
+    cached = json.loads((tmp_path / "cache" / "default" / "seed-11.json").read_text())
+    assert [r["evicted"] for r in cached["runs"]] == [{"team-b/v-0": "reclaim", "team-c/g-0": "stalegangeviction"},
+                                                   {"team-b/v-1": "reclaim", "team-c/g-0": "stalegangeviction"}] * 2
