@@ -65,6 +65,7 @@ print(PROBE_MARK + json.dumps({
 """,
     "live-cluster.ipynb": """
 import json
+from scheduler.queue_allocation import observed_allocations
 print(PROBE_MARK + json.dumps({
     "health": {k: health[k] for k in ("status", "source", "error", "tick_index")},
     "history": len(state.history), "ticks": TICKS,
@@ -73,6 +74,9 @@ print(PROBE_MARK + json.dumps({
     "fair_share": {q: s["gpu"]["fair_share"] for q, s in result.queue_stats.items()},
     "leaves": sorted(q.name for q in tick.scheduled.leaf_queues()),
     "gpu_frame_rows": 0 if gpu_frame is None else len(gpu_frame),
+    "plotted_allocated": {q: float(v) for q, v in leaves["allocated"].items()},
+    "observed_allocated": {q.name: observed_allocations(tick.snapshot)[0][q.name]["gpu"]
+                           for q in tick.scheduled.leaf_queues()},
 }, default=float))
 """,
 }
@@ -266,6 +270,10 @@ def test_live_cluster_on_the_simulation():
     assert sum(data["fair_share"][q] for q in ("research", "data-science", "infrastructure")) <= data["gpus"] + 1e-6
     assert set(data["leaves"]) <= set(data["fair_share"])
     assert data["gpu_frame_rows"] > 0
+    # The last plot shows what the cluster holds (observed), not the engine's after-session prediction.
+    assert data["plotted_allocated"].keys() == data["observed_allocated"].keys()
+    for q, held in data["observed_allocated"].items():
+        assert abs(data["plotted_allocated"][q] - held) < 0.01, q
     # Every dashboard view rendered inline as a Panel/Bokeh bundle.
     view_cells = [c for c in _code_cells(nb) if re.fullmatch(r"\w+View\(state\)", c.source.strip())]
     assert len(view_cells) == 5
