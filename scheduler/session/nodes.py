@@ -167,9 +167,9 @@ class NodeState:
 
     def opened_by_pipelining(self, n: int, slot: int) -> bool:
         """Whether the slot's group is, in KAI, one opened by pipelining onto a fully releasing shared GPU: it
-        holds pipelined memory and all its other memory is releasing (see :meth:`group_fits_idle`)."""
-        pipelined = self.sh_used[n, slot] - self.sh_alloc[n, slot]
-        return bool(pipelined > 0 and self.sh_alloc[n, slot] <= self.sh_rel[n, slot] + pipelined)
+        holds pipelined memory and was counted as a releasing whole GPU before (see :meth:`group_fits_idle`).
+        kaidash keeps both groups in the slot; KAI's counters are the releasing group's and the new group's."""
+        return bool(self.sh_marked[n, slot] and self.sh_used[n, slot] - self.sh_alloc[n, slot] > 0)
 
     def group_used(self, n: int, slot: int) -> float:
         """KAI's ``UsedSharedGPUsMemory`` of the group a request joins in the slot: for a group opened by
@@ -287,7 +287,13 @@ class NodeState:
         elif status == "pipelined":
             self.sh_rel[n, s] += mem
             rel = self.sh_rel[n, s]
-            if (used + mem == rel - mem) or (used == 0 and rel == 0):
+            if self.sh_marked[n, s]:
+                # the group opened by pipelining onto this releasing GPU (opened_by_pipelining): KAI gives the
+                # releasing whole GPU back when that group empties (isPipelinedToReleasingGpu: used and
+                # releasing memory both 0), as adding its first task took it
+                if used - self.sh_alloc[n, s] <= 0:
+                    self.rel[n, GPU] += 1
+            elif (used + mem == rel - mem) or (used == 0 and rel == 0):
                 self.rel[n, GPU] += 1
         else:
             self.sh_alloc[n, s] -= mem
