@@ -1234,8 +1234,10 @@ class Session:
             rel_whole = np.nonzero(empty & (ns.slot_whole[n] == SLOT_RELEASING))[0]
             if rel_whole.size:
                 return int(rel_whole[0])
-            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude] \
-                if join_releasing else []
+            # a releasing GPU that a pipelined group already took (NodeState.opened_by_pipelining) is not free:
+            # KAI opens that group on it and counts the releasing GPU used
+            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist()
+                          if s not in exclude and not ns.opened_by_pipelining(n, s)] if join_releasing else []
             if rel_shared:
                 return rel_shared[0]  # joins the releasing GPU's group (KAI would open a new id there)
         if idle.size:
