@@ -46,8 +46,14 @@ class Statement:
                                   s.accepted_gpus_on(task, node), s.shadow.get(task), None))
 
     def pipeline(self, task: int, node: int, groups: Optional[list[str]] = None,
-                 indices: Optional[list[int]] = None, update_if_on_node: bool = True) -> None:
-        """Place ``task`` on releasing resources of ``node`` (status ``pipelined``), or un-evict it."""
+                 indices: Optional[list[int]] = None, update_if_on_node: bool = True,
+                 gpu_changed: bool = False) -> None:
+        """Place ``task`` on releasing resources of ``node`` (status ``pipelined``), or un-evict it.
+
+        ``gpu_changed``: a fraction placed through a whole-GPU candidate, which KAI gives a new GPU group id
+        (``gpu_sharing/gpuSharing.go: findGpuForSharingOnNode``), even where kaidash joins the task's own
+        releasing device: KAI's ``Statement.Pipeline`` then sees a GPU placement change and moves the task
+        instead of un-evicting it (``framework/statement.go``)."""
         s = self.session
         groups = list(groups or [])
         indices = list(indices or [])
@@ -55,7 +61,7 @@ class Statement:
         cur = s._state(task)
         evicted_here = cur.status == "releasing" and cur.evict_prior is not None
         if evicted_here and cur.node == node:
-            same_gpu = (not s.is_shared(task)) or not groups or groups == list(cur.groups)
+            same_gpu = (not s.is_shared(task)) or not groups or (groups == list(cur.groups) and not gpu_changed)
             if same_gpu and not update_if_on_node:
                 if cur.indices and s.kind_list[task] == KIND_WHOLE:
                     self._reseat_pipelined(task, node, cur.indices)
