@@ -140,6 +140,25 @@ def test_fraction_back_on_its_own_node_through_a_new_group_is_a_move():
     assert s.status[i] == "running" and s.evictions == []
 
 
+def test_rolling_back_a_fraction_pipelined_onto_a_releasing_shared_gpu_gives_the_gpu_back():
+    # frac-0 alone on n2's GPU 0: evicted, that GPU is all releasing (one releasing GPU). A fraction pipelined
+    # onto it takes it; rolling that back must make it releasing again, or every later scenario on n2 sees one
+    # GPU fewer (seeds 2044, 2196 of bench.kai_diff: a consolidation probe failed the second time it ran).
+    s = session_from_yaml(SNAP)
+    n2 = s.nodes.index["n2"]
+    st = Statement(s)
+    st.evict(tid(s, "frac-0"), "reclaim")
+    rel, idle = s.nodes.rel[n2, GPU], s.nodes.idle[n2, GPU]
+    assert rel == 1
+    cp = st.checkpoint()
+    st.pipeline(tid(s, "frac-0"), n2, groups=["g-a"], indices=[0], update_if_on_node=False, gpu_changed=True)
+    assert s.nodes.rel[n2, GPU] == 0
+    st.rollback(cp)
+    assert s.nodes.rel[n2, GPU] == rel and s.nodes.idle[n2, GPU] == idle
+    st.discard()
+    assert s.nodes.rel[n2, GPU] == 0 and s.nodes.idle[n2, GPU] == 3
+
+
 def test_fraction_group_opens_and_closes_whole_gpu():
     s = session_from_yaml(SNAP)
     n2 = s.nodes.index["n2"]

@@ -268,9 +268,8 @@ class NodeState:
                     self.sh_marked[n, s] = False
         elif status == "pipelined":
             self.sh_rel[n, s] += mem
-            rel = self.sh_rel[n, s]
-            if (used + mem == rel - mem) or (used == 0 and rel == 0):
-                self.rel[n, GPU] += 1
+            if used == self.sh_rel[n, s]:  # every task left on this GPU is releasing again: the inverse of
+                self.rel[n, GPU] += 1      # _add_shared's "pipelined onto a releasing GPU"
         else:
             self.sh_alloc[n, s] -= mem
             if used <= 0 and self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
