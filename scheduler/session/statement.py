@@ -68,7 +68,7 @@ class Statement:
             same_gpu = (not s.is_shared(task)) or not groups or (groups == list(on_node) and not gpu_changed)
             if same_gpu and not update_if_on_node:
                 if cur.indices and s.kind_list[task] == KIND_WHOLE:
-                    self._reseat_pipelined(task, node, cur.indices)
+                    self._reseat_pipelined(task, cur.node, cur.indices)
                     self._record(task)
                 s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
                                           cur.shadow, None))
