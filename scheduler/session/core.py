@@ -886,7 +886,9 @@ class Session:
             valid = (ns.gpus[rows] > 0) & (task_mem <= gmem) & (gmem > 0)
             room = gmem[:, None] - ns.sh_alloc[rows] + ns.sh_rel[rows] - task_mem[:, None]
             shared_fit = (ns.sh_used[rows] != 0) & (room >= 0) & (ns.sh_alloc[rows] != ns.sh_rel[rows])
-            count = shared_fit.sum(axis=1)
+            # KAI fractionTaskGpusAllocatableDeviceCount stops counting at the request's device count, so matching
+            # shared GPUs never make up for idle or releasing GPUs driven negative by pipelined tasks.
+            count = np.minimum(shared_fit.sum(axis=1), d)
             whole_free = self._whole_free(fT[GPU], rows)
             gpu_ok = valid & (np.floor(whole_free) + count >= d)
             if ns.mig_strategy:
@@ -1175,7 +1177,7 @@ class Session:
         d = int(self.dev[i])
         task_mem = float(fit.task_mem[n])
         node_idle = bool(fit.idle_fit[n])
-        shared = [(int(s), float(ns.sh_used[n, s] / ns.gpu_mem[n])) for s in np.nonzero(fit.shared_fit[n])[0]]
+        shared = [(int(s), ns.group_used(n, int(s)) / float(ns.gpu_mem[n])) for s in np.nonzero(fit.shared_fit[n])[0]]
         # KAI: int(idle) + int(releasing) whole-GPU candidates (Go truncation; releasing goes negative when
         # pipelined tasks take more than is releasing, and then cancels idle GPUs they will use).
         whole_count = max(int(ns.idle[n, GPU]) + int(ns.rel[n, GPU]), 0)
@@ -1234,8 +1236,10 @@ class Session:
             rel_whole = np.nonzero(empty & (ns.slot_whole[n] == SLOT_RELEASING))[0]
             if rel_whole.size:
                 return int(rel_whole[0])
-            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist() if s not in exclude] \
-                if join_releasing else []
+            # a releasing GPU that a pipelined group already took (NodeState.opened_by_pipelining) is not free:
+            # KAI opens that group on it and counts the releasing GPU used
+            rel_shared = [s for s in np.nonzero(exists & ns.sh_marked[n])[0].tolist()
+                          if s not in exclude and not ns.opened_by_pipelining(n, s)] if join_releasing else []
             if rel_shared:
                 return rel_shared[0]  # joins the releasing GPU's group (KAI would open a new id there)
         if idle.size:

@@ -155,10 +155,28 @@ class NodeState:
         return ok.any(axis=-1)
 
     def group_fits_idle(self, n: int, slot: int, task_mem: float) -> bool:
-        """KAI ``EnoughIdleResourcesOnGpu``: the request fits the group without releasing memory."""
-        if not self.sh_present[n, slot]:
+        """KAI ``EnoughIdleResourcesOnGpu``: the request fits the group without releasing memory.
+
+        A slot whose non-pipelined memory is all releasing and which holds pipelined memory is, in KAI, a new
+        group opened by pipelining onto a fully releasing shared GPU (``findGpuForSharingOnNode`` gives it a new
+        id; the releasing group stops being a candidate, ``isAllGpuReleased``). That group is not in
+        ``AllocatedSharedGPUsMemory``, so nothing placed on it fits idle: it is pipelined too."""
+        if not self.sh_present[n, slot] or self.opened_by_pipelining(n, slot):
             return False
         return self.gpu_mem[n] - self.sh_alloc[n, slot] - task_mem >= 0
+
+    def opened_by_pipelining(self, n: int, slot: int) -> bool:
+        """Whether the slot's group is, in KAI, one opened by pipelining onto a fully releasing shared GPU: it
+        holds pipelined memory and was counted as a releasing whole GPU before (see :meth:`group_fits_idle`).
+        kaidash keeps both groups in the slot; KAI's counters are the releasing group's and the new group's."""
+        return bool(self.sh_marked[n, slot] and self.sh_used[n, slot] - self.sh_alloc[n, slot] > 0)
+
+    def group_used(self, n: int, slot: int) -> float:
+        """KAI's ``UsedSharedGPUsMemory`` of the group a request joins in the slot: for a group opened by
+        pipelining onto a releasing shared GPU only its pipelined memory (the releasing group is another id)."""
+        if self.opened_by_pipelining(n, slot):
+            return float(self.sh_used[n, slot] - self.sh_alloc[n, slot])
+        return float(self.sh_used[n, slot])
 
     # ------------------------------------------------------------------ add / remove one task
 
@@ -268,8 +286,15 @@ class NodeState:
                     self.sh_marked[n, s] = False
         elif status == "pipelined":
             self.sh_rel[n, s] += mem
-            if used == self.sh_rel[n, s]:  # every task left on this GPU is releasing again: the inverse of
-                self.rel[n, GPU] += 1      # _add_shared's "pipelined onto a releasing GPU"
+            rel = self.sh_rel[n, s]
+            if self.sh_marked[n, s]:
+                # the group opened by pipelining onto this releasing GPU (opened_by_pipelining): KAI gives the
+                # releasing whole GPU back when that group empties (isPipelinedToReleasingGpu: used and
+                # releasing memory both 0), as adding its first task took it
+                if used - self.sh_alloc[n, s] <= 0:
+                    self.rel[n, GPU] += 1
+            elif (used + mem == rel - mem) or (used == 0 and rel == 0):
+                self.rel[n, GPU] += 1
         else:
             self.sh_alloc[n, s] -= mem
             if used <= 0 and self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
