@@ -86,7 +86,7 @@ def test_views_keep_their_figures_and_tables_across_ticks(sim_loop):
     assert views["gpus"].fig is before["gpus"][0] and views["gpus"].plot.object is before["gpus"][1]
     assert (views["timeline"].alloc.fig, views["timeline"].wait.fig) == before["timeline"]
     assert views["pending"].table is before["pending"]
-    assert views["timeline"].alloc.sources, "the per-queue lines were drawn"
+    assert views["timeline"].alloc.lines, "the per-queue lines were drawn"
 
 
 def test_queue_rows_are_keyed_by_queue_so_a_new_tick_patches_them(sim_loop):
@@ -393,3 +393,30 @@ def test_gpu_grid_positions_are_computed_once_per_layout(monkeypatch):
                             "text": ["KAI would bind x-0 to i0"]})
     out = gpus_view.overlay_source(overlay, v.model.page_frames()[0], ["i0"], v._layout_cache[1])
     assert len(calls) == 2 and list(out["text"]) == ["KAI would bind x-0 to i0"]
+
+
+def test_time_series_lines_share_one_source_and_a_gone_series_is_not_drawn():
+    chart = plots.TimeSeries("GPUs")
+    x = pd.Series(pd.to_datetime([0, 60, 120], unit="s"))
+    chart.update(x, {"a": ("a", "#111111", "solid", 2.0, pd.Series([1.0, 2.0, 3.0])),
+                     "a:fair": (None, "#111111", "dashed", 1.5, [2.0, 2.0, 2.0])})
+    data = chart.source.data
+    assert list(data) == ["at", "y0", "y1"]                      # the time column once, a column per line
+    assert {r.data_source for r in chart.lines.values()} == {chart.source}
+    assert [r.glyph.y for r in chart.lines.values()] == ["y0", "y1"]
+    assert list(data["y0"]) == [1.0, 2.0, 3.0] and list(data["y1"]) == [2.0, 2.0, 2.0]
+    assert [i.label.value for i in chart.legend.items] == ["a"]  # the fair-share line has no legend entry
+    assert chart.lines["a:fair"].glyph.line_dash == [6]          # Bokeh's "dashed"
+    assert chart.hover.renderers == list(chart.lines.values())
+
+    renderers = list(chart.fig.renderers)
+    x2 = pd.Series(pd.to_datetime([0, 60, 120, 180], unit="s"))
+    chart.update(x2, {"b": ("b", "#222222", "solid", 2.0, [5.0, 5.0, 6.0, 7.0])})
+    data = chart.source.data
+    assert list(data) == ["at", "y0", "y1", "y2"] and len(data["at"]) == 4
+    assert all(pd.isna(data["y0"])) and all(pd.isna(data["y1"]))    # gone: NaN, not a stale line
+    assert list(data["y2"]) == [5.0, 5.0, 6.0, 7.0]
+    assert chart.fig.renderers[:len(renderers)] == renderers and len(chart.fig.renderers) == len(renderers) + 1
+    assert not chart.empty.visible
+    chart.update(pd.Series([], dtype="datetime64[ns]"), {})
+    assert len(chart.source.data["at"]) == 0 and chart.empty.visible
