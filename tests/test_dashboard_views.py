@@ -60,6 +60,33 @@ def test_update_table_sends_nothing_patches_cells_or_replaces_rows():
     assert list(t.value.index) == ["j3"]
 
 
+def test_update_table_appends_new_rows_without_rebuilding_the_others():
+    """A new waiting job at the end: the rows on screen stay (hover, selection, expanded rows), the browser gets
+    the changed cells and the new row only."""
+    t = common.table(pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}, index=["j1", "j2"]), selectable=1)
+    t.selection = [1]
+    from bokeh.document import Document
+
+    doc = Document()
+    model = t.get_root(doc)
+    doc.add_root(model)
+    events = []
+    doc.on_change(lambda e: events.append(type(e).__name__ + ":" + getattr(e, "attr", "")))
+    grown = pd.DataFrame({"a": [1, 3, 4, 5], "b": ["x", "y", "z", "w"]}, index=["j1", "j2", "j3", "j4"])
+    assert common.update_table(t, grown) == "appended"
+    assert list(t.value.index) == ["j1", "j2", "j3", "j4"] and list(t.value["a"]) == [1, 3, 4, 5]
+    assert list(model.source.data["a"]) == [1, 3, 4, 5] and list(model.source.data["b"]) == ["x", "y", "z", "w"]
+    assert {"ColumnsStreamedEvent:data", "ColumnsPatchedEvent:data"} <= set(events), events
+    assert "ModelChangedEvent:data" not in events and "ColumnDataChangedEvent:" not in events, events
+    assert t.selection == [1]                            # streamed and patched: the rows were not replaced
+    assert common.update_table(t, grown.copy()) == "same"
+    gone = grown.drop(index="j2")                        # a row left: Tabulator gets the rows anew
+    assert common.update_table(t, gone) == "replaced"
+    assert list(t.value.index) == ["j1", "j3", "j4"]
+    moved = gone.loc[["j3", "j1", "j4"]]                 # reordered: the same
+    assert common.update_table(t, moved) == "replaced"
+
+
 def test_tables_say_something_when_empty_and_wrap_their_titles():
     t = common.table(pd.DataFrame(columns=["a"]), empty="No job is waiting")
     config = t.get_root().configuration          # what the browser's Tabulator is built with
