@@ -91,14 +91,16 @@ def _job_counts(snapshot: Snapshot) -> tuple[dict[str, int], dict[str, int]]:
     return running, pending
 
 
-def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -> pd.DataFrame:
+def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu",
+                allocations: Optional[tuple[dict, dict]] = None) -> pd.DataFrame:
     """One row per queue, depth-first: configuration, the deserved → fair share → allocated → requested
     chain, KAI's queue-order ratio (allocated / fair share) and the borrowing / reclaimable / starved state.
 
     ``snapshot`` is the cluster as observed (the session's input): ``allocated`` is what the queue's running and
     binding pods hold now, as KAI accounts it (:func:`scheduler.queue_allocation.observed_allocation`), and the
     job counts are the observed ones; the engine's binds and evictions of this cycle are predictions, only in
-    ``allocated_next`` (the session's ``queue_stats`` allocated).
+    ``allocated_next`` (the session's ``queue_stats`` allocated). ``allocations``: ``observed_allocations(snapshot)``
+    when the caller has it already (:func:`dashboard.state.tick_allocations`).
 
     * ``borrowed`` = allocated above deserved (over-quota use; 0 for unlimited quotas).
     * ``reclaimable`` = preemptible allocation above fair share: what reclaim may take back for others.
@@ -106,7 +108,7 @@ def queue_frame(snapshot: Snapshot, result: Any = None, resource: str = "gpu") -
       waits: demand it is entitled to but does not get.
     """
     stats = queue_stats_of(snapshot, result, resource)
-    held, held_np = observed_allocations(snapshot)
+    held, held_np = allocations if allocations is not None else observed_allocations(snapshot)
     qmap = snapshot.queue_map()
     parents = {q.parent for q in snapshot.queues if q.parent}
     running, pending = _job_counts(snapshot)
@@ -257,17 +259,17 @@ def _explanation_fields(exp: Any) -> dict:
 
 
 def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional[Mapping[str, Any]] = None,
-                  resource: str = "gpu") -> pd.DataFrame:
+                  resource: str = "gpu", allocated: Optional[dict] = None) -> pd.DataFrame:
     """Every job with a pending task in ``snapshot`` (the cluster as observed), longest wait first: the engine's
     reason and message, the explainer's counterfactual, the eviction scenarios behind its outcome (victims it
     evicts, or why its searches found none), the queue numbers behind the reason (allocated as observed), and
     ``next_cycle``: what the engine would do with it this cycle (a job it binds stays listed until the cluster
-    runs it)."""
+    runs it). ``allocated``: ``observed_allocation(snapshot)`` when the caller has it already."""
     decisions = getattr(result, "jobs", None) or {}
     notes = eviction_notes(result) if isinstance(result, ScheduleResult) else {}
     explanations = explanations or {}
     stats = queue_stats_of(snapshot, result, resource) if snapshot.queues else {}
-    held = observed_allocation(snapshot)
+    held = allocated if allocated is not None else observed_allocation(snapshot)
     node_mem = {n.name: n.gpu_memory_mib for n in snapshot.nodes}
     default_mem = min((n.gpu_memory_mib for n in snapshot.nodes if n.gpus and n.gpu_memory_mib), default=0.0)
     rows = []

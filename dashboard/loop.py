@@ -26,7 +26,7 @@ from scheduler.model import Snapshot
 from .feeds import Feed, make_feed
 from .health import assess, note_attempt
 from .options import SourceOptions
-from .state import LiveState, Tick, record_from_tick
+from .state import LiveState, Tick, record_from_tick, tick_allocations
 
 log = logging.getLogger("kaidash.loop")
 
@@ -454,6 +454,7 @@ class LiveLoop:
                     sources["dcgm"] = {"gpu_metrics": self.metrics.up}
                 ins = tick.insight
                 self.own_metrics.update(tick.result, tick.gpu_frame, now=tick.wall_time, observed=tick.snapshot,
+                                        allocated=tick_allocations(tick)[0],
                                         sources=sources, gpu_metrics_age_s=self.metrics.age_s,
                                         history=ins.history if ins is not None else None,
                                         eta=ins.eta if ins is not None else None,

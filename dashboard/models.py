@@ -26,7 +26,7 @@ from scheduler.waits import QUEUE_STATUS_COLUMNS
 
 from . import display, frames
 from .insight import with_eta
-from .state import LiveState, Tick, gpu_tables
+from .state import LiveState, Tick, gpu_tables, tick_allocations
 
 VIEWS = ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings")
 VIEW_TITLES = {"overview": "Overview", "queues": "Queues", "gpus": "GPUs", "pending": "Pending",
@@ -155,7 +155,7 @@ def queue_table(tick: Optional[Tick], resource: str = "gpu") -> pd.DataFrame:
     if tick is None:
         return _empty(frames.QUEUE_COLUMNS)
     return per_tick(tick, f"queues:{resource}",
-                    lambda: frames.queue_frame(tick.snapshot, tick.result, resource))
+                    lambda: frames.queue_frame(tick.snapshot, tick.result, resource, tick_allocations(tick)))
 
 
 def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
@@ -164,7 +164,8 @@ def pending_table(tick: Optional[Tick]) -> pd.DataFrame:
     if tick is None:
         return with_eta(_empty(frames.PENDING_COLUMNS), None)
     return per_tick(tick, "pending", lambda: with_prediction(with_eta(
-        frames.pending_frame(tick.snapshot, tick.result, tick.explanations), tick.insight)))
+        frames.pending_frame(tick.snapshot, tick.result, tick.explanations,
+                            allocated=tick_allocations(tick)[0]), tick.insight)))
 
 
 def predicts_start(next_cycle: Any) -> bool:

@@ -21,7 +21,7 @@ import pandas as pd
 import param
 
 from scheduler.model import ALLOCATED_STATUSES, Snapshot
-from scheduler.queue_allocation import observed_allocation
+from scheduler.queue_allocation import observed_allocations
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,16 @@ class Tick:
     def cluster_time(self) -> float:
         """The moment the snapshot describes (seconds since the epoch, or scenario seconds)."""
         return float(self.snapshot.time)
+
+
+def tick_allocations(tick: Tick) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """What each queue holds in the tick's observed snapshot, of all jobs and of the non-preemptible ones
+    (:func:`scheduler.queue_allocation.observed_allocations`), computed once per tick: the history record, the
+    Queues and Pending frames (per resource) and ``/metrics`` all read it."""
+    held = tick.tables.get("observed_allocations")
+    if held is None:
+        held = tick.tables["observed_allocations"] = observed_allocations(tick.snapshot)
+    return held
 
 
 # --------------------------------------------------------------------------------------------- history
@@ -116,7 +126,7 @@ def record_from_tick(tick: Tick) -> HistoryRecord:
     }
     queues: dict[str, dict[str, float]] = {}
     stats = getattr(tick.result, "queue_stats", None) or {}
-    held = observed_allocation(snap)
+    held = tick_allocations(tick)[0]
     for q in snap.queues:
         gpu = stats.get(q.name, {}).get("gpu", {})
         queues[q.name] = {

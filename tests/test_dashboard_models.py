@@ -3,6 +3,7 @@ what-if edits against the engine's diff, URL state, the bounded history, stale-s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -11,7 +12,7 @@ from dashboard import frames as F
 from dashboard.feeds import Feed
 from dashboard.loop import LiveLoop, MetricsReader, publish_snapshot
 from dashboard.models import (GpusModel, OverviewModel, PendingModel, QueuesModel, Selection, TimelineModel,
-                              WhatIfModel)
+                              WhatIfModel, pending_table, queue_table)
 from dashboard.options import SourceOptions
 from dashboard.state import HistoryRecord, LiveState, TickHistory
 from scheduler.engine import run_session
@@ -118,6 +119,28 @@ def test_queue_allocated_is_observed_as_kai_accounts_it_for_every_resource(state
         m.resource = resource
         for r in m.frame().itertuples():
             assert r.allocated == pytest.approx(held[r.queue][resource]), (resource, r.queue)
+
+
+def test_a_ticks_observed_allocation_is_computed_once_for_every_reader(state, snapshot, monkeypatch):
+    """The history record, Queues (every resource), Pending and /metrics read one computation per tick."""
+    import dashboard.state as S
+    from scheduler.queue_allocation import observed_allocations
+
+    calls = []
+    monkeypatch.setattr(S, "observed_allocations", lambda snap: calls.append(snap) or observed_allocations(snap))
+    for name in ("observed_allocation", "observed_allocations"):            # the frames compute none of their own
+        monkeypatch.setattr(F, name, lambda *a, **k: pytest.fail("the frame computed the allocation again"))
+    tick = dataclasses.replace(state.tick, tables={})          # a tick whose per-tick tables are still empty
+    record = S.record_from_tick(tick)
+    queues = {r: queue_table(tick, r) for r in ("gpu", "cpu", "memory")}
+    pending = pending_table(tick)
+    assert calls == [tick.snapshot]
+    held, _ = observed_allocations(snapshot)
+    assert {q: v["allocated"] for q, v in record.queues.items()} == {q: held[q]["gpu"] for q in held}
+    for resource, df in queues.items():
+        assert dict(zip(df["queue"], df["allocated"])) == pytest.approx({q: held[q][resource] for q in held})
+    assert dict(zip(pending["job"], pending["queue_allocated"])) == pytest.approx(
+        {j: held[q]["gpu"] for j, q in zip(pending["job"], pending["queue"])})
 
 
 def test_queue_jobs_and_descendants(state):

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.browser
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 SIZES = ((1280, 720), (1440, 900))
+TWO_FRAMES_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,8 @@ def _open(browser, server, size):
     page.goto(f"{server.url}?view=gpus", wait_until="networkidle", timeout=90_000)
     page.wait_for_selector('[data-view="gpus"][data-complete]', timeout=60_000)
     page.get_by_text("node(s) match").wait_for(timeout=60_000)
-    page.wait_for_timeout(1500)       # the first render lands before a person's first click
+    page.locator("canvas").first.wait_for(state="visible", timeout=60_000)
+    page.evaluate(TWO_FRAMES_JS)      # the grid is drawn: a person's first click comes after it
     return page, errors, requests
 
 

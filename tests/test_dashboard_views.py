@@ -60,6 +60,33 @@ def test_update_table_sends_nothing_patches_cells_or_replaces_rows():
     assert list(t.value.index) == ["j3"]
 
 
+def test_update_table_appends_new_rows_without_rebuilding_the_others():
+    """A new waiting job at the end: the rows on screen stay (hover, selection, expanded rows), the browser gets
+    the changed cells and the new row only."""
+    t = common.table(pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}, index=["j1", "j2"]), selectable=1)
+    t.selection = [1]
+    from bokeh.document import Document
+
+    doc = Document()
+    model = t.get_root(doc)
+    doc.add_root(model)
+    events = []
+    doc.on_change(lambda e: events.append(type(e).__name__ + ":" + getattr(e, "attr", "")))
+    grown = pd.DataFrame({"a": [1, 3, 4, 5], "b": ["x", "y", "z", "w"]}, index=["j1", "j2", "j3", "j4"])
+    assert common.update_table(t, grown) == "appended"
+    assert list(t.value.index) == ["j1", "j2", "j3", "j4"] and list(t.value["a"]) == [1, 3, 4, 5]
+    assert list(model.source.data["a"]) == [1, 3, 4, 5] and list(model.source.data["b"]) == ["x", "y", "z", "w"]
+    assert {"ColumnsStreamedEvent:data", "ColumnsPatchedEvent:data"} <= set(events), events
+    assert "ModelChangedEvent:data" not in events and "ColumnDataChangedEvent:" not in events, events
+    assert t.selection == [1]                            # streamed and patched: the rows were not replaced
+    assert common.update_table(t, grown.copy()) == "same"
+    gone = grown.drop(index="j2")                        # a row left: Tabulator gets the rows anew
+    assert common.update_table(t, gone) == "replaced"
+    assert list(t.value.index) == ["j1", "j3", "j4"]
+    moved = gone.loc[["j3", "j1", "j4"]]                 # reordered: the same
+    assert common.update_table(t, moved) == "replaced"
+
+
 def test_tables_say_something_when_empty_and_wrap_their_titles():
     t = common.table(pd.DataFrame(columns=["a"]), empty="No job is waiting")
     config = t.get_root().configuration          # what the browser's Tabulator is built with
@@ -86,7 +113,7 @@ def test_views_keep_their_figures_and_tables_across_ticks(sim_loop):
     assert views["gpus"].fig is before["gpus"][0] and views["gpus"].plot.object is before["gpus"][1]
     assert (views["timeline"].alloc.fig, views["timeline"].wait.fig) == before["timeline"]
     assert views["pending"].table is before["pending"]
-    assert views["timeline"].alloc.sources, "the per-queue lines were drawn"
+    assert views["timeline"].alloc.lines, "the per-queue lines were drawn"
 
 
 def test_queue_rows_are_keyed_by_queue_so_a_new_tick_patches_them(sim_loop):
@@ -393,3 +420,30 @@ def test_gpu_grid_positions_are_computed_once_per_layout(monkeypatch):
                             "text": ["KAI would bind x-0 to i0"]})
     out = gpus_view.overlay_source(overlay, v.model.page_frames()[0], ["i0"], v._layout_cache[1])
     assert len(calls) == 2 and list(out["text"]) == ["KAI would bind x-0 to i0"]
+
+
+def test_time_series_lines_share_one_source_and_a_gone_series_is_not_drawn():
+    chart = plots.TimeSeries("GPUs")
+    x = pd.Series(pd.to_datetime([0, 60, 120], unit="s"))
+    chart.update(x, {"a": ("a", "#111111", "solid", 2.0, pd.Series([1.0, 2.0, 3.0])),
+                     "a:fair": (None, "#111111", "dashed", 1.5, [2.0, 2.0, 2.0])})
+    data = chart.source.data
+    assert list(data) == ["at", "y0", "y1"]                      # the time column once, a column per line
+    assert {r.data_source for r in chart.lines.values()} == {chart.source}
+    assert [r.glyph.y for r in chart.lines.values()] == ["y0", "y1"]
+    assert list(data["y0"]) == [1.0, 2.0, 3.0] and list(data["y1"]) == [2.0, 2.0, 2.0]
+    assert [i.label.value for i in chart.legend.items] == ["a"]  # the fair-share line has no legend entry
+    assert chart.lines["a:fair"].glyph.line_dash == [6]          # Bokeh's "dashed"
+    assert chart.hover.renderers == list(chart.lines.values())
+
+    renderers = list(chart.fig.renderers)
+    x2 = pd.Series(pd.to_datetime([0, 60, 120, 180], unit="s"))
+    chart.update(x2, {"b": ("b", "#222222", "solid", 2.0, [5.0, 5.0, 6.0, 7.0])})
+    data = chart.source.data
+    assert list(data) == ["at", "y0", "y1", "y2"] and len(data["at"]) == 4
+    assert all(pd.isna(data["y0"])) and all(pd.isna(data["y1"]))    # gone: NaN, not a stale line
+    assert list(data["y2"]) == [5.0, 5.0, 6.0, 7.0]
+    assert chart.fig.renderers[:len(renderers)] == renderers and len(chart.fig.renderers) == len(renderers) + 1
+    assert not chart.empty.visible
+    chart.update(pd.Series([], dtype="datetime64[ns]"), {})
+    assert len(chart.source.data["at"]) == 0 and chart.empty.visible

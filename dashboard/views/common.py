@@ -8,6 +8,7 @@ import math
 from typing import Iterable, Optional
 
 import panel as pn
+import param
 from bokeh.models import HTMLTemplateFormatter, NumberFormatter
 
 QUEUE_PALETTE = ["#56b4e9", "#e69f00", "#009e73", "#f0e442", "#cc79a7", "#0072b2", "#a6cee3", "#b2df8a",
@@ -195,30 +196,62 @@ def keyed(df, column: str):
 
 def update_table(widget: pn.widgets.Tabulator, df) -> str:
     """Show ``df`` in ``widget`` in place: nothing is sent when nothing changed, only the changed cells when the
-    rows are the same (same index), else the new rows. Scroll position, expanded rows and selection survive
-    the first two; a caller that keys its frame by a stable index (a job, a queue) keeps them more often.
-    Returns what was done: ``"same"``, ``"patched"`` or ``"replaced"`` (tests and benchmarks read it)."""
+    rows are the same (same index), the changed cells and the new rows when rows were only added at the end
+    (a new waiting job, the longest-waiting first), else the new rows. Scroll position, expanded rows, hover and
+    selection survive the first three; a caller that keys its frame by a stable index (a job, a queue) keeps
+    them more often. Returns what was done: ``"same"``, ``"patched"``, ``"appended"`` or ``"replaced"`` (tests
+    and benchmarks read it)."""
+    old = widget.value
+    if (old is None or not len(old) or list(old.columns) != list(df.columns) or len(df) < len(old)
+            or widget.sorters):
+        widget.value = df.copy()
+        return "replaced"
+    n = len(old)
+    if not old.index.equals(df.index[:n]) or (len(df) > n and not df.index[n:].is_unique):
+        widget.value = df.copy()
+        return "replaced"
+    patch = _changed_cells(old, df.iloc[:n])
+    if patch:
+        widget.patch(patch, as_index=False)
+    if len(df) > n:
+        _append_rows(widget, df.iloc[n:].copy())
+        return "appended"
+    return "patched" if patch else "same"
+
+
+def _append_rows(widget: pn.widgets.Tabulator, rows) -> None:
+    """Add ``rows`` at the end of the table: the browser's Tabulator adds them and leaves the rows on screen as
+    they are (a new value would rebuild every row). What ``Tabulator.stream`` does, for a frame keyed by
+    strings (``stream`` assumes a numeric index)."""
+    import pandas as pd
+
+    combined = pd.concat([widget.value, rows])
+    with param.discard_events(widget):
+        widget.value = combined
+    _, data = widget._process_df_and_convert_to_cds(rows)
+    widget._updating = True
+    try:
+        widget.param.trigger("value")
+        widget._stream(data, None)
+    finally:
+        widget._updating = False
+
+
+def _changed_cells(old, new) -> dict:
+    """``{column: [(row, new value), ...]}`` of the cells that differ between two frames of the same rows."""
     import numpy as np
 
-    old = widget.value
-    if (old is not None and list(old.columns) == list(df.columns) and len(old) == len(df)
-            and old.index.equals(df.index)):
-        patch = {}
-        for c in df.columns:
-            a, b = old[c].to_numpy(), df[c].to_numpy()
-            try:
-                same = (a == b) | (_isnan(a) & _isnan(b))
-            except (TypeError, ValueError):
-                same = np.array([x == y for x, y in zip(a, b)], dtype=bool)
-            changed = np.flatnonzero(~np.asarray(same, dtype=bool))
-            if len(changed):
-                patch[c] = [(int(i), _plain(b[i])) for i in changed]
-        if not patch:
-            return "same"
-        widget.patch(patch, as_index=False)
-        return "patched"
-    widget.value = df.copy()
-    return "replaced"
+    patch = {}
+    for c in new.columns:
+        a, b = old[c].to_numpy(), new[c].to_numpy()
+        try:
+            same = (a == b) | (_isnan(a) & _isnan(b))
+        except (TypeError, ValueError):
+            same = np.array([x == y for x, y in zip(a, b)], dtype=bool)
+        changed = np.flatnonzero(~np.asarray(same, dtype=bool))
+        if len(changed):
+            patch[c] = [(int(i), _plain(b[i])) for i in changed]
+    return patch
 
 
 def _isnan(a):

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import panel as pn
-from bokeh.models import ColumnDataSource, HoverTool, Range1d, TapTool
+from bokeh.models import ColumnDataSource, HoverTool, Quad, Range1d, TapTool, Text
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -36,7 +36,7 @@ from ..models import GpusModel
 from .base import View
 from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, number_formatters, percent_formatters, queue_colours,
                      keyed, table, update_table)
-from .plots import assign_columns
+from .plots import add_glyph, assign_columns
 
 CELL_PX = 22
 ROW_UNITS = 1.75        # a GPU cell is 1 unit tall; the rest of a row is the node label
@@ -337,21 +337,23 @@ class GpusView(View):
         r_dev = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["devices"], fill_color=FREE_COLOUR,
                          line_color="line", line_width="lw", line_dash="dash", nonselection_fill_alpha=1.0,
                          nonselection_line_alpha=1.0, selection_fill_color="#3d4450")
-        r_held = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["held"], fill_color="fill",
-                          fill_alpha="alpha", line_color="line", line_width="lw")
-        r_moving = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["moving"], fill_color="fill",
-                            fill_alpha="alpha", line_color="line", line_width="lw", line_dash="dashed")
-        r_ov = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["overlay"], fill_alpha=0,
-                        line_color=WOULD, line_width=2, line_dash="dashed")
+        # The layers above the devices: only a tap on a device selects, so their selection looks are the browser's
+        # own (add_glyph: one glyph model each instead of three).
+        box = dict(left="x0", right="x1", bottom="y0", top="y1")
+        r_held = add_glyph(fig, src["held"], Quad(**box, fill_color="fill", fill_alpha="alpha", line_color="line",
+                                                  line_width="lw"))
+        r_moving = add_glyph(fig, src["moving"], Quad(**box, fill_color="fill", fill_alpha="alpha", line_color="line",
+                                                      line_width="lw", line_dash="dashed"))
+        r_ov = add_glyph(fig, src["overlay"], Quad(**box, fill_alpha=0, line_color=WOULD, line_width=2,
+                                                   line_dash="dashed"))
         fig.add_tools(HoverTool(renderers=[r_ov], tooltips=[("next cycle", "@text")]))
-        fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["mig"], fill_alpha=0, line_color=MIG_LINE,
-                 line_width=1.5)
-        fig.text(x="x", y="y", text="text", source=src["mig"], text_font_size="8px", text_color=MIG_LINE,
-                 text_align="center", text_baseline="bottom")
-        fig.text(x="x", y="y", text="text", source=src["marks"], text_color="colour", text_font_size="11px",
-                 text_font_style="bold", text_align="center", text_baseline="middle")
-        fig.text(x="x", y="y", text="text", source=src["labels"], text_font_size="9px", text_color=MUTED_ON_DARK,
-                 text_baseline="bottom")
+        add_glyph(fig, src["mig"], Quad(**box, fill_alpha=0, line_color=MIG_LINE, line_width=1.5))
+        add_glyph(fig, src["mig"], Text(x="x", y="y", text="text", text_font_size="8px", text_color=MIG_LINE,
+                                        text_align="center", text_baseline="bottom"))
+        add_glyph(fig, src["marks"], Text(x="x", y="y", text="text", text_color="colour", text_font_size="11px",
+                                          text_font_style="bold", text_align="center", text_baseline="middle"))
+        add_glyph(fig, src["labels"], Text(x="x", y="y", text="text", text_font_size="9px", text_color=MUTED_ON_DARK,
+                                           text_baseline="bottom"))
         slice_tips = [("pod", "@task"), ("job", "@job"), ("queue", "@queue"), ("status", "@status"),
                       ("node / GPU", "@node / @gpu"), ("share", "@share{0.[00]} GPU"),
                       ("memory used / share", "@mem{0,0.0} / @mem_share{0,0.0} GiB"), ("util", "@util{0.0} %"),

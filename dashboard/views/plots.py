@@ -13,7 +13,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 from bokeh.models import (AdaptiveTicker, ColumnDataSource, CustomJSHover, CustomJSTickFormatter, DatetimeTickFormatter,
-                          FactorRange, HoverTool, Label, Legend, LegendItem)
+                          FactorRange, GlyphRenderer, HoverTool, Label, Legend, LegendItem, Line)
 from bokeh.plotting import figure
 
 from .common import MUTED_ON_DARK, QUEUE_PALETTE, TEXT_ON_DARK
@@ -55,6 +55,16 @@ def _style(fig) -> None:
     fig.grid.grid_line_alpha = 0.25
     fig.toolbar.active_scroll = None
     fig.toolbar.autohide = True
+
+
+def add_glyph(fig, source: ColumnDataSource, glyph, name: Optional[str] = None) -> GlyphRenderer:
+    """Draw ``glyph`` from ``source`` on ``fig`` with one Bokeh model for its look: its selection, non-selection
+    and muted looks are left to the browser (``"auto"``), where ``figure.line`` / ``quad`` / ``text`` would send
+    three glyph models per renderer. For a renderer nothing selects or mutes (a first screen builds fewer models
+    on the server and sends fewer to the browser)."""
+    r = GlyphRenderer(data_source=source, glyph=glyph, **({"name": name} if name else {}))
+    fig.renderers.append(r)
+    return r
 
 
 def _empty_label(fig, text: str) -> Label:
@@ -157,7 +167,11 @@ def update_share_bars(chart: GroupedBars, queues: pd.DataFrame, unit: str = "GPU
 
 
 class TimeSeries:
-    """Lines over cluster time, one per series; the series can change (a new queue) without a new figure."""
+    """Lines over cluster time, one per series; the series can change (a new queue) without a new figure.
+
+    All lines of a chart read one data source: the time column once and a column per series (a series that
+    went away is NaN, not drawn). A source per line would send the time column once per line and make three
+    Bokeh models more per line for the browser to build (issue 16's render budget)."""
 
     def __init__(self, ylabel: str, height: int = 240, duration: bool = False, empty: str = "No history yet",
                  legend: str = "right"):
@@ -178,34 +192,44 @@ class TimeSeries:
         self.fig.legend.click_policy = "hide"
         _style(self.fig)
         self.empty = _empty_label(self.fig, empty)
-        self.sources: dict[str, ColumnDataSource] = {}
+        self.source = ColumnDataSource({"at": np.array([], dtype="datetime64[ns]")})
+        self.lines: dict[str, GlyphRenderer] = {}
+        """The line of each series key, in the order they appeared."""
+        self.columns: dict[str, str] = {}
+        """Each series key's column in :attr:`source`."""
         self.duration = duration
         formatters = {"@at": "datetime"}
         if duration:
-            formatters["@y"] = CustomJSHover(code=DURATION_HOVER)
-        self.hover = HoverTool(renderers=[], tooltips=[("", "$name"), ("value", "@y{custom}" if duration
-                                                                       else "@y{0,0.[00]}"), ("at", "@at{%H:%M:%S}")],
+            formatters["$snap_y"] = CustomJSHover(code=DURATION_HOVER)
+        # the hovered line's value at the nearest point: its own column, whichever it is
+        self.hover = HoverTool(renderers=[], tooltips=[("", "$name"), ("value", "$snap_y{custom}" if duration
+                                                                       else "$snap_y{0,0.[00]}"), ("at", "@at{%H:%M:%S}")],
                                formatters=formatters)
         self.fig.add_tools(self.hover)
 
-    def _line(self, key: str, label: Optional[str], colour: str, dash: str, width: float) -> ColumnDataSource:
-        src = ColumnDataSource({"at": [], "y": []})
-        r = self.fig.line("at", "y", source=src, color=colour, line_width=width, line_dash=dash,
-                          name=label or key.replace(":fair", " fair share"))
+    def _line(self, key: str, label: Optional[str], colour: str, dash: str, width: float) -> GlyphRenderer:
+        r = add_glyph(self.fig, self.source, Line(x="at", y=self.columns[key], line_color=colour, line_width=width,
+                                                 line_dash=dash), name=label or key.replace(":fair", " fair share"))
         self.hover.renderers = [*self.hover.renderers, r]
         if label:
             self.legend.items = [*self.legend.items, LegendItem(label=label, renderers=[r])]
-        self.sources[key] = src
-        return src
+        self.lines[key] = r
+        return r
 
     def update(self, x: pd.Series, lines: dict[str, tuple[Optional[str], str, str, float, pd.Series]]) -> None:
         """``lines``: ``{key: (legend label or None, colour, dash, width, y values)}``, all over ``x``."""
         xs = pd.to_datetime(x).to_numpy() if len(x) else np.array([], dtype="datetime64[ns]")
-        for key, (label, colour, dash, width, ys) in lines.items():
-            src = self.sources.get(key) or self._line(key, label, colour, dash, width)
-            assign_columns(src, {"at": xs, "y": np.asarray(ys, dtype=float)})
-        for key in set(self.sources) - set(lines):   # a series that went away: empty, not deleted
-            assign_columns(self.sources[key], {"at": np.array([], dtype="datetime64[ns]"), "y": np.array([])})
+        new = [k for k in lines if k not in self.columns]
+        for key in new:
+            self.columns[key] = f"y{len(self.columns)}"
+        data = {"at": xs}
+        for key, col in self.columns.items():      # a series that went away: NaN (no line), not deleted
+            data[col] = (np.asarray(lines[key][4], dtype=float) if key in lines
+                         else np.full(len(xs), np.nan))
+        assign_columns(self.source, data)          # the columns first: a new line never reads a missing one
+        for key in new:
+            label, colour, dash, width, _ = lines[key]
+            self._line(key, label, colour, dash, width)
         self.empty.visible = len(xs) == 0
 
 
@@ -213,6 +237,6 @@ def queue_colour_cycle(i: int) -> str:
     return QUEUE_PALETTE[i % len(QUEUE_PALETTE)]
 
 
-__all__ = ["GroupedBars", "TimeSeries", "assign_columns", "share_bars", "update_share_bars", "MEASURES",
+__all__ = ["GroupedBars", "TimeSeries", "add_glyph", "assign_columns", "share_bars", "update_share_bars", "MEASURES",
            "MEASURE_COLOURS",
            "hours_minutes"]

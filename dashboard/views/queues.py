@@ -124,8 +124,9 @@ class QueuesView(View):
             self._on_click(type("E", (), {"row": event.new[0]}))
 
     def fold(self):
-        # first screen: the queue table and its status panel; the per-queue bars and the selected queue below
-        return [(self._layout, 4)]
+        # first screen: the controls and the queue table; the status panel (a second table: Tabulator builds and
+        # measures every row and header cell), the per-queue bars and the selected queue below
+        return [(self._layout, 3)]
 
     def _update(self):
         m = self.model

@@ -16,6 +16,8 @@ WINDOWS = {"all history": 0.0, "last 10 min": 600.0, "last hour": 3600.0, "last 
 TOTALS = {"gpus_total": ("total", "#9ca3af", "dashed"), "gpus_allocated": ("allocated", "#e69f00", "solid"),
           "gpus_used": ("used (DCGM)", "#56b4e9", "solid"),
           "gpus_idle_allocated": ("idle but allocated", "#f87171", "solid")}
+ALLOC_HEIGHT = 420
+"""The per-queue chart's height: at 1280x720 it and the window buttons fill the first screen."""
 
 
 class TimelineView(View):
@@ -29,7 +31,8 @@ class TimelineView(View):
         self.window = pn.widgets.RadioButtonGroup(options=list(WINDOWS), value="all history", button_type="primary",
                                                   button_style="outline", name="Time window")
         self.window.param.watch(lambda e: self._set_window(WINDOWS[e.new]), "value")
-        self.alloc = TimeSeries("GPUs", height=280)
+        # the first screen is this chart (fold()): tall enough to read ten lines and to fill the screen
+        self.alloc = TimeSeries("GPUs", height=ALLOC_HEIGHT)
         self.cluster = TimeSeries("GPUs", height=240, legend="below")
         self.pending = TimeSeries("jobs", height=220, legend="below")
         self.wait = TimeSeries("wait (h:m)", height=220, duration=True)
@@ -54,8 +57,10 @@ class TimelineView(View):
         self._update()
 
     def fold(self):
-        # first screen: the per-queue chart and the two beside each other under it; wait and cost charts below
-        return [(self._layout, 3)]
+        # first screen: the window buttons and the per-queue chart (one figure); the cluster and job charts, the
+        # wait and cost charts below. Each figure is a canvas, axes, tickers, a toolbar and a legend for the
+        # browser to build: three on the first screen took about twice as long to draw as one.
+        return [(self._layout, 2)]
 
     def _update(self):
         m = self.model

@@ -93,7 +93,7 @@ class KaidashMetrics:
     def update(self, result: ScheduleResult, gpu_frame: Optional[pd.DataFrame] = None, *,
                snapshot: Optional[Snapshot] = None, sources: Optional[Mapping[str, Mapping[str, bool]]] = None,
                gpu_metrics_age_s: Optional[float] = None, now: Optional[float] = None,
-               observed: Optional[Snapshot] = None,
+               observed: Optional[Snapshot] = None, allocated: Optional[Mapping[str, Mapping[str, float]]] = None,
                history: Optional[Mapping[str, pd.DataFrame]] = None, eta: Any = None, costs: Any = None,
                ledger: Any = None, window_s: float = DAY_S) -> None:
         """Refresh every metric from one tick.
@@ -110,6 +110,7 @@ class KaidashMetrics:
         (``kaidash_queue_pending_*``, waiting jobs by priority class, gangs): a job the engine binds this cycle
         waits until the cluster runs it. The session's own figures are
         ``kaidash_queue_allocated_after_session`` and ``kaidash_queue_pending_jobs_after_session``.
+        ``allocated``: ``observed_allocation(observed)`` when the caller has it already.
         """
         now = time.time() if now is None else now
         snap = snapshot if snapshot is not None else result.snapshot
@@ -123,7 +124,7 @@ class KaidashMetrics:
         shadow = GaugeMetricFamily("kaidash_queue_allocated_after_session", SHADOW_ALLOCATED_HELP,
                                    labels=["queue", "parent", "resource"])
         base = observed if observed is not None else snap
-        held = observed_allocation(base) if base is not None else {}
+        held = (allocated if allocated is not None else observed_allocation(base) if base is not None else {})
         names = sorted(set(queues) | set(result.queue_stats or {}) | set(result.fair_share or {}))
         for name in names:
             stats = (result.queue_stats or {}).get(name, {})
