@@ -212,7 +212,8 @@ class Solver:
                 if s.node[i] >= 0:
                     feasible[s.node[i]] = True
         quota = [s.request_gpus(i, None) for i in pending]
-        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota)
+        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota,
+                           self._raw_max())
         gen = gen_cls(ctx)
         own = task_classes(s, list(pending)) if self._check else None
         request = s.job_request(self._j, list(pending), s.min_gpu_mem)
@@ -283,14 +284,26 @@ class Solver:
         ok = not gen_budget.exhausted() and fp not in self._failed
         if ok:
             # the accumulated filters on the recorded victims, with the nodes and GPUs they had before
-            cap = self._raw.copy()
-            covered = feasible.copy()
-            for i, (n_, acc) in sol.victim_nodes.items():
+            raw = self._raw
+            freed: dict[int, float] = {}   # node -> its capacity with the victims gone
+            for n_, acc in sol.victim_nodes.values():
                 if n_ >= 0:
-                    cap[n_] += acc
-                    covered[n_] = True
-            ok = greedy_fits(sorted(quota, reverse=True), cap) and \
-                all(bool((m & covered).any()) for m in _affinity_masks(s, pending))
+                    freed[n_] = freed.get(n_, raw[n_]) + acc
+            cap_max = self._raw_max()
+            if cap_max is not None and len(quota) == 1 and all(v >= raw[n_] for n_, v in freed.items()):
+                cap = raw   # one task: the filter reads the largest capacity only
+                cap_max = max([cap_max] + [float(v) for v in freed.values()])
+            else:
+                cap = raw.copy()
+                for n_, v in freed.items():
+                    cap[n_] = v
+                cap_max = None
+            ok = greedy_fits(sorted(quota, reverse=True), cap, cap_max)
+            masks = _affinity_masks(s, pending) if ok else None
+            if masks:
+                covered = feasible.copy()
+                covered[list(freed)] = True
+                ok = all(bool((m & covered).any()) for m in masks)
         if not ok:
             sol.statement.discard()
             return None
@@ -384,6 +397,13 @@ class Solver:
         if not may_fit(s, pending) or s.job_over_capacity(self._j, pending) is not None:
             return False
         return s.best_node(pending[0], allowed=allowed) >= 0
+
+    def _raw_max(self) -> Optional[float]:
+        """``self._raw.max()`` (None without nodes), once per capacity array."""
+        hit = self.__dict__.get("_raw_max_of")
+        if hit is None or hit[0] is not self._raw:
+            hit = self._raw_max_of = (self._raw, float(self._raw.max()) if self._raw.size else None)
+        return hit[1]
 
     watch_alone = True
     """Follow the preemptor's fit while jobs are placed before it (:class:`_AloneWatch`); off: only the check

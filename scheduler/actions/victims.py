@@ -146,6 +146,10 @@ class JobFacts:
             return self.preemptible & (self.active > 0) & self.queue_ok
         return self.preemptible[jobs] & (self.active[jobs] > 0) & self.queue_ok[jobs]
 
+    def base_candidate(self, j: int) -> bool:
+        """:meth:`base_candidates` of one job (scalar reads: a commit refreshes a few jobs)."""
+        return bool(self.preemptible[j] and self.active[j] > 0 and self.queue_ok[j])
+
     def order_key(self, j: int, state: Optional[int] = None) -> tuple:
         """KAI's job order key of job ``j`` (:func:`~scheduler.ordering.job_order_key`) from these columns;
         ``state`` overrides its elastic state (a job representative holding part of its tasks)."""
