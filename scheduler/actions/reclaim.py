@@ -45,7 +45,7 @@ from .signatures import SignatureSkips
 from .allocate import missing_config_maps
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
-from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job
+from .victims import Batch, JobFacts, LeafStart, VictimQueue, eviction_triggers, merge_by_job
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
 _EPS = 1e-9
@@ -315,6 +315,7 @@ class _Candidates:
         self.leaves = [int(q) for q in leaves.tolist()]
         self._protected: dict[int, np.ndarray] = {}
         self._masks: dict[int, tuple] = {}     # reclaimer queue -> (facts version, candidate mask)
+        self._starts: dict[tuple, LeafStart] = {}   # (reclaimer queue, victim leaf) -> its first candidate
 
     def protected(self, rq: int) -> np.ndarray:
         """Non-elastic jobs protected from reclaim by this reclaimer queue (§c.7); fixed for the session."""
@@ -339,15 +340,27 @@ class _Candidates:
             changed = None if mask is None else f.refreshed_since(mask[0])
             if changed is None or len(changed) > 64:
                 mask = (f.version, f.base_candidates() & ~self.protected(rq))
+                for q in self.leaves:
+                    self._starts.pop((rq, q), None)
             else:  # after a commit: only the refreshed jobs' entries can differ, patched in place (the victim
                 # queues of earlier searches that read this array are not used again)
                 arr = mask[1]
                 protected = self.protected(rq)
                 for jj in set(changed):
-                    arr[jj] = f.base_candidate(jj) and not protected[jj]
+                    now = f.base_candidate(jj) and not protected[jj]
+                    if now and not arr[jj]:   # a new candidate: its leaf's first one may be earlier now
+                        self._starts.pop((rq, int(f.queue[jj])), None)
+                    arr[jj] = now
                 mask = (f.version, arr)
             self._masks[rq] = mask
-        return {q: (f.leaf_order(q), mask[1]) for q in ok}
+        return {q: (f.leaf_order(q), mask[1], self._start(rq, q)) for q in ok}
+
+    def _start(self, rq: int, q: int) -> LeafStart:
+        order = self.facts.leaf_order(q)
+        start = self._starts.get((rq, q))
+        if start is None or start.arr is not order:   # a rebuilt order starts over
+            start = self._starts[(rq, q)] = LeafStart(order)
+        return start
 
 
 # ---------------------------------------------------------------------------------------------- action

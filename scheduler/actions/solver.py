@@ -484,13 +484,14 @@ class Solver:
     def _explain(self, rec: SearchRecord, sol: Solution) -> EvictionScenario:
         s = self.s
         names = s.task_names
-        size = len(sol.scenario.victim_tasks())
         earlier = [n for n, solved in rec.sizes[:-1] if not solved]   # sets that failed before this one
+        size = len(sol.scenario.victim_tasks()) if earlier else 0
         victims = sol.evicted + sol.moved
+        jobs, task_job = s.jobs, s.task_job
         return EvictionScenario(
-            action=self.action, preemptor=s.jobs[self._j].key, generator=sol.scenario.generator,
+            action=self.action, preemptor=jobs[self._j].key, generator=sol.scenario.generator,
             victims=[names[i] for i in victims],
-            victim_jobs=list(dict.fromkeys(s.jobs[s.task_job[i]].key for i in victims)),
+            victim_jobs=list(dict.fromkeys(jobs[task_job[i]].key for i in victims)),
             tried_before=len(earlier), smaller_tried=sum(1 for n in earlier if n < size),
             probes=[dict(p) for p in rec.probes], budget_stops=list(rec.budget_stops))
 

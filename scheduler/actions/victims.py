@@ -227,6 +227,17 @@ def _le(a: float, b: float) -> bool:
     return a <= b
 
 
+class LeafStart:
+    """Where the first victim candidate of a leaf's job order may be: no job of ``arr`` before ``pos`` is a
+    candidate (under the candidate mask it was found with, as long as no job of the leaf became a candidate
+    since). Successive searches skip the jobs earlier searches walked past (victims evicted by then)."""
+
+    __slots__ = ("arr", "pos")
+
+    def __init__(self, arr: np.ndarray):
+        self.arr, self.pos = arr, 0
+
+
 class _Reversed:
     """A job order key that sorts in victim order (the job order reversed)."""
 
@@ -245,10 +256,11 @@ class _VictimLeaf:
 
     __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq")
 
-    def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None):
+    def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None, start: int = 0):
         """``arr``: the leaf's jobs in victim order; ``mask`` (over all jobs): which of them are candidates,
-        checked as the leaf is walked (a search usually stops long before the end of a long leaf)."""
-        self.arr, self.mask, self.pos, self.facts = arr, mask, 0, facts
+        checked as the leaf is walked (a search usually stops long before the end of a long leaf); ``start``:
+        no job before this position of ``arr`` is a candidate."""
+        self.arr, self.mask, self.pos, self.facts = arr, mask, start, facts
         self.heap: list = []
         self.seq = 0
 
@@ -327,8 +339,10 @@ class VictimQueue(JobsOrderByQueues):
     ``getVictimsForQueue``), so victims alternate between over-served queues. In a leaf, the job order reversed.
 
     ``candidates``: ``{leaf queue: job indices in reverse job order}``, or ``{leaf queue: (the leaf's jobs in
-    reverse job order, candidate mask over all jobs)}``. ``max_jobs`` caps how many distinct jobs are ever
-    popped (consolidation's candidate limit; the first ones in victim order).
+    reverse job order, candidate mask over all jobs)}``, or ``{leaf queue: (jobs, mask, start)}`` with a
+    :class:`LeafStart` that says where the leaf's first candidate may be (and learns where it is).
+    ``max_jobs`` caps how many distinct jobs are ever popped (consolidation's candidate limit; the first ones in
+    victim order).
     """
 
     def __init__(self, session, facts: JobFacts, candidates: dict, max_jobs: int = -1):
@@ -340,9 +354,18 @@ class VictimQueue(JobsOrderByQueues):
         self._seen_jobs: set[int] = set()
         for q in sorted(candidates):
             value = candidates[q]
-            arr, mask = value if isinstance(value, tuple) else (value, None)
-            leaf = _VictimLeaf(arr, facts, mask)
-            if not len(leaf):
+            start = None
+            if not isinstance(value, tuple):
+                arr, mask = value, None
+            elif len(value) == 2:
+                arr, mask = value
+            else:
+                arr, mask, start = value
+            leaf = _VictimLeaf(arr, facts, mask, 0 if start is None else start.pos)
+            found = len(leaf)   # walks the leaf to its first candidate
+            if start is not None:
+                start.pos = leaf.pos
+            if not found:
                 continue
             self._leaves[q] = leaf
             node = self._nodes[q] = _QueueNode(q, leaf, True)

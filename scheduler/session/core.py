@@ -1124,16 +1124,24 @@ class Session:
             entry = [len(log), np.where(f.fits, f.local, -np.inf)]
             self._order_cache[key] = entry
         elif entry[0] < len(log):
-            dirty = np.unique(np.array(log[entry[0]:], dtype=np.int64))
-            if dirty.size > self.nodes.n // 4:
+            changed = log[entry[0]:]
+            if len(changed) <= 64:   # np.unique's nodes in its order, without its cost on a few entries
+                dirty_list = sorted({int(n) for n in changed})
+                dirty = None
+            else:
+                dirty = np.unique(np.array(changed, dtype=np.int64))
+                dirty_list = dirty.tolist()
+            if len(dirty_list) > self.nodes.n // 4:
                 f = self._eval(i, slice(None))
                 entry[1] = np.where(f.fits, f.local, -np.inf)
-            elif k <= KIND_WHOLE and dirty.size <= 8:
+            elif k <= KIND_WHOLE and len(dirty_list) <= 8:
                 vals = entry[1]
-                for n in dirty.tolist():
+                for n in dirty_list:
                     fits, _, local = self._eval_node(i, n)
                     vals[n] = local if fits else -np.inf
             else:
+                if dirty is None:
+                    dirty = np.array(dirty_list, dtype=np.int64)
                 f = self._eval(i, dirty)
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
