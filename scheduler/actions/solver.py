@@ -122,7 +122,8 @@ class Solver:
 
     def solve(self, j: int, make_victims: Callable[[], VictimQueue], tasks: Optional[list[int]] = None,
               request: Optional[np.ndarray] = None) -> Optional[Solution]:
-        """Search victims for job ``j``'s next chunk (``tasks`` when already computed); ``make_victims``
+        """Search victims for job ``j``'s next chunk (``tasks`` when already computed, ``request`` their
+        ``session.job_request`` with the smallest GPU memory when computed too); ``make_victims``
         returns a fresh victim queue (one per generator and probe). None when no valid scenario was found;
         ``self.last`` says what was tried, ``self.exhausted`` whether the action must stop."""
         s = self.s
@@ -140,6 +141,7 @@ class Solver:
             self.ruled_out += 1
             return None
         self._j, self._tasks, self._check = j, tasks, check
+        self._request = request
         self._failed: set = set()
         self._raw = raw_gpu_capacity(s)
         self._feasible = self._feasible_nodes(j)
@@ -216,7 +218,10 @@ class Solver:
                            self._raw_max())
         gen = gen_cls(ctx)
         own = task_classes(s, list(pending)) if self._check else None
-        request = s.job_request(self._j, list(pending), s.min_gpu_mem)
+        if k == len(self._tasks) and self._request is not None:
+            request = self._request
+        else:
+            request = s.job_request(self._j, list(pending), s.min_gpu_mem)
         self.probe_nodes, self.probe_request = feasible, request   # the current probe's (tests, diagnostics)
         rec = self.last
         tried = 0
@@ -280,8 +285,7 @@ class Solver:
         s = self.s
         pending = tuple(self._tasks)
         sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
-        fp = sc.fingerprint()
-        ok = not gen_budget.exhausted() and fp not in self._failed
+        ok = not gen_budget.exhausted() and not (self._failed and sc.fingerprint() in self._failed)
         if ok:
             # the accumulated filters on the recorded victims, with the nodes and GPUs they had before
             raw = self._raw

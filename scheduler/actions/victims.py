@@ -372,6 +372,9 @@ class VictimQueue(JobsOrderByQueues):
             self._popped[q] = np.zeros(3)
             self._link(node)
             self._mark(node)
+        # With a single leaf no two queues are ever compared (every heap holds one node), so what was taken from
+        # it is never read.
+        self._track_popped = len(self._leaves) > 1
 
     def empty(self) -> bool:
         return not len(self._roots)
@@ -446,7 +449,8 @@ class VictimQueue(JobsOrderByQueues):
                 self._after_pop(leaf)
                 continue
             self._seen_jobs.add(j)
-            self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
+            if self._track_popped:
+                self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
             tasks, rest = tasks_to_evict(self.s, j, rep)
             self._after_pop(leaf)
             if recorded and any(i in recorded for i in tasks):
