@@ -507,9 +507,18 @@ def raw_gpu_capacity(session) -> np.ndarray:
     hit = _RAW_CACHE.get(id(session))
     if hit is not None and hit[0] is ns and hit[1] == ns.version:
         return hit[2]
-    cap = _node_gpu_capacity(ns, ready_only=False)
+    log = ns.change_log
+    if hit is not None and hit[0] is ns and len(log) - hit[3] <= 64 and not hit[4] and not ns.sh_present.any():
+        # no shared GPU anywhere: a node's capacity is its idle + releasing GPUs; patch the nodes changed since
+        cap = hit[2].copy()
+        for n in set(log[hit[3]:]):
+            cap[n] = ns.idle[n, GPU] + ns.rel[n, GPU]
+        shared = False
+    else:
+        cap = _node_gpu_capacity(ns, ready_only=False)
+        shared = bool(ns.sh_present.any())
     _RAW_CACHE.clear()
-    _RAW_CACHE[id(session)] = (ns, ns.version, cap)
+    _RAW_CACHE[id(session)] = (ns, ns.version, cap, len(log), shared)
     return cap
 
 
