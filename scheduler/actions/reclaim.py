@@ -353,14 +353,14 @@ class _Candidates:
                     arr[jj] = now
                 mask = (f.version, arr)
             self._masks[rq] = mask
-        return {q: (f.leaf_order(q), mask[1], self._start(rq, q)) for q in ok}
-
-    def _start(self, rq: int, q: int) -> LeafStart:
-        order = self.facts.leaf_order(q)
-        start = self._starts.get((rq, q))
-        if start is None or start.arr is not order:   # a rebuilt order starts over
-            start = self._starts[(rq, q)] = LeafStart(order)
-        return start
+        out = {}
+        for q in ok:
+            order = f.leaf_order(q)
+            start = self._starts.get((rq, q))
+            if start is None or start.arr is not order:   # a rebuilt order starts over
+                start = self._starts[(rq, q)] = LeafStart(order)
+            out[q] = (order, mask[1], start)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------- action

@@ -248,16 +248,16 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
     skip = set(targets)
     leaves, _ = _scenario_leaves(session, targets, pending, skip)
     wanted = set(targets)
+    queues = sorted(leaves)
     while wanted:
         if len(wanted) == 1:
             yield next(iter(wanted))
             return
         best, best_key = -1, None
-        for q in sorted(leaves):
-            leaf = leaves[q]
-            if not len(leaf):
+        for q in queues:
+            j = leaves[q].peek()
+            if j is None:   # the leaf is empty
                 continue
-            j = leaf.peek()
             res = known.get(j)
             if res is None:
                 if j not in skip and pending is not None:

@@ -649,8 +649,9 @@ class Session:
             return list(self.indices[i])
         ns = self.nodes
         want = SLOT_RELEASING if status == "releasing" else SLOT_ACTIVE
-        cand = np.nonzero((ns.slot_owner[n] == ANONYMOUS) & (ns.slot_whole[n] == want))[0][: int(self.node_gpu[i])]
-        self.indices[i] = cand.tolist()
+        owner, whole = ns.slot_owner[n].tolist(), ns.slot_whole[n].tolist()   # a node's few devices: plain Python
+        cand = [s for s in range(len(owner)) if owner[s] == ANONYMOUS and whole[s] == want]
+        self.indices[i] = cand[: int(self.node_gpu[i])]
         return list(self.indices[i])
 
     def _apply(self, i: int, new: _TaskState) -> None:
@@ -797,12 +798,13 @@ class Session:
 
     def job_request(self, j: int, tasks: list[int], gpu_mem_for_memory: Optional[float]) -> np.ndarray:
         """(GPUs, cpu, memory) the given tasks request."""
-        out = np.zeros(3)
+        g = c = m = 0.0   # the same float64 sums as accumulating into an array, without numpy per task
+        cpu, mem = self._cpu_l, self._mem_l
         for i in tasks:
-            out[R_GPU] += self.request_gpus(i, gpu_mem_for_memory)
-            out[R_CPU] += self.cpu[i]
-            out[R_MEM] += self.mem[i]
-        return out
+            g += self.request_gpus(i, gpu_mem_for_memory)
+            c += cpu[i]
+            m += mem[i]
+        return np.array([g, c, m])
 
     def job_over_capacity(self, j: int, tasks: list[int]) -> Optional[tuple[str, str, dict]]:
         """KAI ``IsJobOverQueueCapacity``: limit up the hierarchy, then (non-preemptible jobs) deserved.
