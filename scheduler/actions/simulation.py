@@ -94,7 +94,8 @@ class PendingJobs:
             key = self.keys.get(j)
             if key is not None:
                 lst = self.by_leaf[s.jobs[j].queue]
-                lst.pop(bisect.bisect_left(lst, key, key=self.keys.__getitem__))
+                # the job is usually its leaf's first (the one just tried); keys are unique (a total order)
+                lst.pop(0 if lst[0] == j else bisect.bisect_left(lst, key, key=self.keys.__getitem__))
                 del self.keys[j]
             if any(st[i] == "pending" for i in s.jobs[j].tasks):
                 self._add(j)
