@@ -43,6 +43,7 @@ class NodeState:
         self.n = n = len(nodes)
         self.g = g = max([nd.gpus for nd in nodes], default=0) or 1
         self.ready = np.array([nd.schedulable for nd in nodes], dtype=bool)  # KAI's node condition check
+        self.all_ready = bool(self.ready.all())   # fixed for the session, as ready is
         self.gpus = np.array([nd.gpus for nd in nodes], dtype=float)
         self.gpu_mem = np.array([nd.gpu_memory_mib for nd in nodes], dtype=float)
         self.allocatable = np.zeros((n, 4))
