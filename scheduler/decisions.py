@@ -24,6 +24,36 @@ NOT_ENOUGH_RESOURCES = "NotEnoughResources"
 PIPELINED = "Pipelined"
 
 
+class Deferred:
+    """Text computed when first read: ``fn(*args)``. The eviction actions explain every eviction, most of which
+    no view ever shows, so they hand the values a message is made of to a :class:`DeferredText` field and the
+    formatting runs only when the message is read (the same text as formatting it at once)."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+
+class DeferredText:
+    """A ``str`` dataclass field that also accepts a :class:`Deferred`, turned into its text on first read
+    (then kept). The default is ``""``."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.attr = "_deferred_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return ""   # the dataclass default
+        value = obj.__dict__[self.attr]
+        if type(value) is Deferred:
+            value = obj.__dict__[self.attr] = value.fn(*value.args)
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.attr] = value
+
+
 @dataclass
 class TaskDecision:
     """Where a task ended up after the session."""
@@ -97,7 +127,7 @@ class EvictionScenario:
     tried_before: int = 0
     smaller_tried: int = 0
     probes: list[dict] = field(default_factory=list)
-    reason: str = ""
+    reason: str = DeferredText()
     budget_stops: list[str] = field(default_factory=list)
 
     @property
@@ -194,7 +224,7 @@ class Eviction:
     job: str
     action: str
     preemptor: Optional[str] = None
-    message: str = ""
+    message: str = DeferredText()
     moved_to: Optional[str] = None
     scenario: Optional[EvictionScenario] = None
 

@@ -42,8 +42,15 @@ class Budget:
 
     @property
     def left(self) -> int:
+        """``min(limit − used)`` over this budget and its parents."""
         own = self.limit - self.used
-        return own if self.parent is None else min(own, self.parent.left)
+        b = self.parent
+        while b is not None:
+            other = b.limit - b.used
+            if other < own:
+                own = other
+            b = b.parent
+        return own
 
     def exhausted(self) -> bool:
         return self.left <= 0

@@ -72,6 +72,7 @@ class ProbeContext:
     victims: VictimQueue            # a fresh victim queue
     raw_capacity: np.ndarray        # idle + releasing GPUs per node, every node (KAI nodeIdleOrReleasingGpus)
     gpu_quota: list = field(default_factory=list)   # GPUs each pending task requests (gpu-memory: 0)
+    raw_max: Optional[float] = None  # raw_capacity.max() when known (nodes exist)
 
 
 class Accumulator:
@@ -84,6 +85,8 @@ class Accumulator:
         self.recorded_tasks = frozenset(i for b in ctx.recorded for i in b.tasks)
         self.capacity = ctx.raw_capacity       # copied before the first change
         self._own = False
+        # capacity.max(), kept as capacities only grow: a single pending task's filter reads nothing else
+        self.capacity_max = ctx.raw_max
         node, accepted = s.node, s.accepted
         for i in self.recorded_tasks:
             if node[i] >= 0:
@@ -105,6 +108,11 @@ class Accumulator:
             self.capacity = self.capacity.copy()
             self._own = True
         self.capacity[n] += gpus
+        if self.capacity_max is not None:
+            if gpus < 0:
+                self.capacity_max = None
+            elif self.capacity[n] > self.capacity_max:
+                self.capacity_max = float(self.capacity[n])
 
     def _add(self, batch: Batch) -> None:
         node, accepted = self.ctx.session.node, self.ctx.session.accepted
@@ -120,7 +128,7 @@ class Accumulator:
         """The accumulated filters: ``AccumulatedNodeAffinities``, then ``AccumulatedIdleGpus``."""
         if self.affinity and not all(bool((m & self.covered).any()) for m in self.affinity):
             return False
-        return greedy_fits(self.required, self.capacity)
+        return greedy_fits(self.required, self.capacity, self.capacity_max)
 
     def next_valid(self, advance_first: bool) -> bool:
         """KAI ``iterateAccumulated``: advance (pop one more victim batch) until the accumulation passes the
@@ -321,16 +329,17 @@ class _SubScenarios:
         return [self.batches[bi] for bi in sorted(picked)]
 
 
-def greedy_fits(req: list[float], cap: np.ndarray) -> bool:
+def greedy_fits(req: list[float], cap: np.ndarray, cap_max: Optional[float] = None) -> bool:
     """KAI's ``AccumulatedIdleGpus`` check: the GPU requests (sorted largest first) fit greedily on the
-    ``len(req)`` nodes with the most capacity; a request of 0 ends the check (it fits anywhere)."""
+    ``len(req)`` nodes with the most capacity; a request of 0 ends the check (it fits anywhere). ``cap_max``:
+    ``cap.max()`` when the caller knows it."""
     if not req or req[0] <= 0:
         return True
     k = min(len(req), cap.size)
     if k == 0:
         return False
     if k == 1:
-        holders = [float(cap.max())]
+        holders = [float(cap.max()) if cap_max is None else cap_max]
     else:
         top = np.argpartition(-cap, k - 1)[:k]
         holders = sorted(cap[top].tolist(), reverse=True)

@@ -94,8 +94,11 @@ def elastic_victims_valid(session, batches: Iterable, runtime_of) -> bool:
     """Scenario check for protected elastic victims: no pod set of such a job may drop below its
     ``min_available`` (``runtime_of(job) -> min runtime``). Active-used tasks are counted in the simulated
     state, where the victims themselves still occupy their nodes (releasing), as KAI counts them."""
+    batches = list(batches)
+    if not any(b.elastic for b in batches):
+        return True
     status = session.status
-    for batch in merge_by_job(list(batches)):
+    for batch in merge_by_job(batches):
         j = batch.job
         if not batch.elastic:
             continue

@@ -35,6 +35,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..decisions import Deferred
 from ..model import UNLIMITED
 from ..ordering import JobsOrderByQueues
 from ..session import ACTIVE_ALLOCATED
@@ -44,7 +45,7 @@ from .signatures import SignatureSkips
 from .allocate import missing_config_maps
 from .budgets import ActionBudget
 from .solver import Solver, note_failed_search, sim_tasks_to_allocate
-from .victims import Batch, JobFacts, VictimQueue, eviction_triggers, merge_by_job
+from .victims import Batch, JobFacts, LeafStart, VictimQueue, eviction_triggers, merge_by_job
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
 _EPS = 1e-9
@@ -65,7 +66,10 @@ def le_all(a, b) -> bool:
 
 def leveled(session, reclaimer_queue: int, victim_queue: int) -> tuple[int, int]:
     """KAI ``getLeveledQueues``: the two queues at the first level where the ancestor chains diverge."""
-    chains = session.queues.chains
+    return _leveled(session.queues.chains, reclaimer_queue, victim_queue)
+
+
+def _leveled(chains: list, reclaimer_queue: int, victim_queue: int) -> tuple[int, int]:
     rp, vp = chains[reclaimer_queue][::-1], chains[victim_queue][::-1]
     r = v = -1
     for i in range(min(len(rp), len(vp))):
@@ -118,13 +122,16 @@ class ReclaimValidator:
     """KAI ``Reclaimable`` + minruntime's reclaim validator, with queue values frozen at construction
     (``OnJobSolutionStart`` clones the queues)."""
 
-    def __init__(self, session, j: int, req: np.ndarray):
+    def __init__(self, session, j: int, req: np.ndarray, tasks: Optional[list[int]] = None):
+        """``req``: the request of the job's chunk ``tasks`` (when given, a probe of that whole chunk reuses
+        it instead of summing the tasks again)."""
         qs = session.queues
         self.s = session
         self.j = j
         self.queue = session.jobs[j].queue
         self.preemptible = session.jobs[j].preemptible
         self.req = np.asarray(req, dtype=float)
+        self.tasks = None if tasks is None else tuple(tasks)
         self.alloc = qs.allocated.copy()
         self.alloc_np = qs.allocated_np.copy()
         self.multiplier = float(session.config.reclaimer_saturation_multiplier)
@@ -138,11 +145,11 @@ class ReclaimValidator:
         still active (moved or put back) are skipped when consolidating reclaim is allowed."""
         s = self.s
         st = s.status
-        chosen = set(batch.tasks)
         core: list[int] = []
         elastic: list[int] = []
-        for ps in s.podsets(batch.job):
-            group = [i for i in batch.tasks if i in chosen and i in ps.tasks]
+        sets = s.podsets(batch.job)
+        for ps in sets:
+            group = batch.tasks if len(sets) == 1 else [i for i in batch.tasks if i in ps.tasks]
             if not group:
                 continue
             if ps.min_available >= len(group):
@@ -162,15 +169,19 @@ class ReclaimValidator:
         is those tasks'); None = the whole chunk."""
         s = self.s
         by_queue: dict[int, list[np.ndarray]] = {}
-        for bt in merge_by_job(batches):
+        merged = merge_by_job(batches)
+        for bt in merged:
             vecs = self.victim_vectors(bt)
             if vecs:
                 by_queue.setdefault(s.jobs[bt.job].queue, []).extend(vecs)
-        req = self.req if pending is None else s.job_request(j, list(pending), s.min_gpu_mem)
+        if pending is None or pending == self.tasks:
+            req = self.req
+        else:
+            req = s.job_request(j, list(pending), s.min_gpu_mem)
         if not self.reclaimable(by_queue, req):
             return False
         rq = self.queue
-        return elastic_victims_valid(s, batches, lambda jj: reclaim_min_runtime(s, rq, s.jobs[jj].queue))
+        return elastic_victims_valid(s, merged, lambda jj: reclaim_min_runtime(s, rq, s.jobs[jj].queue))
 
     def _fits_strategy(self, r_lvl: int, v_lvl: int, remaining: np.ndarray, req: np.ndarray) -> bool:
         qs = self.s.queues
@@ -231,40 +242,65 @@ class ReclaimValidator:
     def reason(self) -> str:
         """Why the reclaimer may take resources, e.g. ``to reach its fair share of 142 GPUs (allocated 130,
         requests 8)``: its leaf queue's numbers in the resource it asks most of."""
+        d = self.deferred_reason()
+        return d.fn(*d.args)
+
+    def deferred_reason(self) -> Deferred:
+        """:meth:`reason`, formatted when first read (the queue values it reads are the frozen ones and the
+        session's fixed fair shares)."""
         qs = self.s.queues
-        res = R_GPU if self.req[R_GPU] > 0 else (R_CPU if self.req[R_CPU] > 0 else R_MEM)
-        q = self.queue
-        scale, unit = {R_GPU: (1.0, "GPUs"), R_CPU: (1000.0, "CPU cores"), R_MEM: (2**30, "GiB memory")}[res]
-        return (f"to reach its fair share of {qs.fair_share[q, res] / scale:g} {unit} in queue {qs.names[q]} "
-                f"(allocated {self.alloc[q, res] / scale:g}, requests {self.req[res] / scale:g})")
+        return Deferred(_reason_text, qs.names, qs.fair_share, self.alloc, self.req, self.queue)
 
     def message(self, victim_job: int) -> str:
         """Why this victim was taken, with the frozen queue numbers."""
+        d = self.deferred_message(victim_job)
+        return d.fn(*d.args)
+
+    def deferred_message(self, victim_job: int) -> Deferred:
+        """:meth:`message`, formatted when first read."""
         s = self.s
         qs = s.queues
-        rq, vq = self.queue, s.jobs[victim_job].queue
-        r_lvl, v_lvl = leveled(s, rq, vq)
-        res = R_GPU if self.req[R_GPU] > 0 else (R_CPU if self.req[R_CPU] > 0 else R_MEM)
+        return Deferred(_message_text, qs.names, qs.chains, qs.fair_share, qs.deserved, self.alloc, self.req,
+                        self.queue, s.jobs[victim_job].queue, s.jobs[self.j].key)
 
-        def amount(x: float) -> str:
-            if res == R_GPU:
-                return f"{x:g}"
-            if res == R_CPU:
-                return f"{x / 1000:g}"
-            return f"{x / 2**30:.3g}"
 
-        unit = {R_GPU: "GPUs", R_CPU: "CPU cores", R_MEM: "GiB memory"}[res]
+def _main_resource(req: np.ndarray) -> int:
+    return R_GPU if req[R_GPU] > 0 else (R_CPU if req[R_CPU] > 0 else R_MEM)
 
-        def where(leaf: int, lvl: int) -> str:
-            return f"queue {qs.names[leaf]}" + ("" if lvl == leaf else f" (compared at {qs.names[lvl]})")
 
-        va, vfs, vd = self.alloc[v_lvl, res], qs.fair_share[v_lvl, res], qs.deserved[v_lvl, res]
-        rel = ">" if va > vfs + _EPS else "≤"
-        vd_text = "unlimited" if vd == UNLIMITED else amount(vd)
-        return (f"reclaim for job {s.jobs[self.j].key} of {where(rq, r_lvl)} "
-                f"(allocated {amount(self.alloc[r_lvl, res])} / fair share {amount(qs.fair_share[r_lvl, res])} "
-                f"{unit}, requests {amount(self.req[res])}); victim queue {qs.names[v_lvl]} allocated "
-                f"{amount(va)} {rel} fair share {amount(vfs)} {unit} (deserved {vd_text})")
+def _reason_text(names: list, fair_share: np.ndarray, alloc: np.ndarray, req: np.ndarray, q: int) -> str:
+    """:meth:`ReclaimValidator.reason` from the values it reads (``alloc``: the frozen Allocated)."""
+    res = _main_resource(req)
+    scale, unit = {R_GPU: (1.0, "GPUs"), R_CPU: (1000.0, "CPU cores"), R_MEM: (2**30, "GiB memory")}[res]
+    return (f"to reach its fair share of {fair_share[q, res] / scale:g} {unit} in queue {names[q]} "
+            f"(allocated {alloc[q, res] / scale:g}, requests {req[res] / scale:g})")
+
+
+def _message_text(names: list, chains: list, fair_share: np.ndarray, deserved: np.ndarray, alloc: np.ndarray,
+                  req: np.ndarray, rq: int, vq: int, reclaimer: str) -> str:
+    """:meth:`ReclaimValidator.message` from the values it reads (``alloc``: the frozen Allocated)."""
+    r_lvl, v_lvl = _leveled(chains, rq, vq)
+    res = _main_resource(req)
+
+    def amount(x: float) -> str:
+        if res == R_GPU:
+            return f"{x:g}"
+        if res == R_CPU:
+            return f"{x / 1000:g}"
+        return f"{x / 2**30:.3g}"
+
+    unit = {R_GPU: "GPUs", R_CPU: "CPU cores", R_MEM: "GiB memory"}[res]
+
+    def where(leaf: int, lvl: int) -> str:
+        return f"queue {names[leaf]}" + ("" if lvl == leaf else f" (compared at {names[lvl]})")
+
+    va, vfs, vd = alloc[v_lvl, res], fair_share[v_lvl, res], deserved[v_lvl, res]
+    rel = ">" if va > vfs + _EPS else "≤"
+    vd_text = "unlimited" if vd == UNLIMITED else amount(vd)
+    return (f"reclaim for job {reclaimer} of {where(rq, r_lvl)} "
+            f"(allocated {amount(alloc[r_lvl, res])} / fair share {amount(fair_share[r_lvl, res])} "
+            f"{unit}, requests {amount(req[res])}); victim queue {names[v_lvl]} allocated "
+            f"{amount(va)} {rel} fair share {amount(vfs)} {unit} (deserved {vd_text})")
 
 
 # ---------------------------------------------------------------------------------------------- candidates
@@ -279,6 +315,7 @@ class _Candidates:
         self.leaves = [int(q) for q in leaves.tolist()]
         self._protected: dict[int, np.ndarray] = {}
         self._masks: dict[int, tuple] = {}     # reclaimer queue -> (facts version, candidate mask)
+        self._starts: dict[tuple, LeafStart] = {}   # (reclaimer queue, victim leaf) -> its first candidate
 
     def protected(self, rq: int) -> np.ndarray:
         """Non-elastic jobs protected from reclaim by this reclaimer queue (§c.7); fixed for the session."""
@@ -303,13 +340,27 @@ class _Candidates:
             changed = None if mask is None else f.refreshed_since(mask[0])
             if changed is None or len(changed) > 64:
                 mask = (f.version, f.base_candidates() & ~self.protected(rq))
-            else:  # after a commit: only the refreshed jobs' entries can differ (a copy: older queues keep theirs)
-                arr = mask[1].copy()
-                jobs = np.fromiter(set(changed), dtype=np.int64)
-                arr[jobs] = f.base_candidates(jobs) & ~self.protected(rq)[jobs]
+                for q in self.leaves:
+                    self._starts.pop((rq, q), None)
+            else:  # after a commit: only the refreshed jobs' entries can differ, patched in place (the victim
+                # queues of earlier searches that read this array are not used again)
+                arr = mask[1]
+                protected = self.protected(rq)
+                for jj in set(changed):
+                    now = f.base_candidate(jj) and not protected[jj]
+                    if now and not arr[jj]:   # a new candidate: its leaf's first one may be earlier now
+                        self._starts.pop((rq, int(f.queue[jj])), None)
+                    arr[jj] = now
                 mask = (f.version, arr)
             self._masks[rq] = mask
-        return {q: (f.leaf_order(q), mask[1]) for q in ok}
+        out = {}
+        for q in ok:
+            order = f.leaf_order(q)
+            start = self._starts.get((rq, q))
+            if start is None or start.arr is not order:   # a rebuilt order starts over
+                start = self._starts[(rq, q)] = LeafStart(order)
+            out[q] = (order, mask[1], start)
+        return out
 
 
 # ---------------------------------------------------------------------------------------------- action
@@ -343,7 +394,7 @@ def reclaim(session) -> None:
         if not victims:
             signatures.failed(j)
             continue
-        validator = ReclaimValidator(session, j, req)
+        validator = ReclaimValidator(session, j, req, tasks)
         solver.validator = validator
         solution = solver.solve(j, lambda: VictimQueue(session, facts, victims), tasks, req)
         if solution is None:
@@ -353,9 +404,9 @@ def reclaim(session) -> None:
             signatures.failed(j)
             continue
         names = session.task_index
-        solution.explanation.reason = validator.reason()
+        solution.explanation.reason = validator.deferred_reason()
         for e in session.evictions[solution.first_eviction:]:
-            e.message = validator.message(session.task_job[names[e.task]])
+            e.message = validator.deferred_message(session.task_job[names[e.task]])
             e.scenario = solution.explanation
         solution.commit(session)
         session.clear_reason(j)

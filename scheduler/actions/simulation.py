@@ -94,7 +94,8 @@ class PendingJobs:
             key = self.keys.get(j)
             if key is not None:
                 lst = self.by_leaf[s.jobs[j].queue]
-                lst.pop(bisect.bisect_left(lst, key, key=self.keys.__getitem__))
+                # the job is usually its leaf's first (the one just tried); keys are unique (a total order)
+                lst.pop(0 if lst[0] == j else bisect.bisect_left(lst, key, key=self.keys.__getitem__))
                 del self.keys[j]
             if any(st[i] == "pending" for i in s.jobs[j].tasks):
                 self._add(j)
@@ -248,16 +249,16 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
     skip = set(targets)
     leaves, _ = _scenario_leaves(session, targets, pending, skip)
     wanted = set(targets)
+    queues = sorted(leaves)
     while wanted:
         if len(wanted) == 1:
             yield next(iter(wanted))
             return
         best, best_key = -1, None
-        for q in sorted(leaves):
-            leaf = leaves[q]
-            if not len(leaf):
+        for q in queues:
+            j = leaves[q].peek()
+            if j is None:   # the leaf is empty
                 continue
-            j = leaf.peek()
             res = known.get(j)
             if res is None:
                 if j not in skip and pending is not None:
@@ -313,6 +314,8 @@ def may_fit(session, tasks: list[int]) -> bool:
     if need <= 0:
         return True
     ns = session.nodes
+    if ns.all_ready and ns.n:   # one reduction, no temporaries: the largest free count decides
+        return bool(ns.freeT[GPU].max() >= need)
     return bool(((ns.freeT[GPU] >= need) & ns.ready).any())   # freeT[GPU]: non_allocated(GPU), contiguous
 
 

@@ -122,7 +122,8 @@ class Solver:
 
     def solve(self, j: int, make_victims: Callable[[], VictimQueue], tasks: Optional[list[int]] = None,
               request: Optional[np.ndarray] = None) -> Optional[Solution]:
-        """Search victims for job ``j``'s next chunk (``tasks`` when already computed); ``make_victims``
+        """Search victims for job ``j``'s next chunk (``tasks`` when already computed, ``request`` their
+        ``session.job_request`` with the smallest GPU memory when computed too); ``make_victims``
         returns a fresh victim queue (one per generator and probe). None when no valid scenario was found;
         ``self.last`` says what was tried, ``self.exhausted`` whether the action must stop."""
         s = self.s
@@ -140,6 +141,7 @@ class Solver:
             self.ruled_out += 1
             return None
         self._j, self._tasks, self._check = j, tasks, check
+        self._request = request
         self._failed: set = set()
         self._raw = raw_gpu_capacity(s)
         self._feasible = self._feasible_nodes(j)
@@ -212,10 +214,14 @@ class Solver:
                 if s.node[i] >= 0:
                     feasible[s.node[i]] = True
         quota = [s.request_gpus(i, None) for i in pending]
-        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota)
+        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota,
+                           self._raw_max())
         gen = gen_cls(ctx)
         own = task_classes(s, list(pending)) if self._check else None
-        request = s.job_request(self._j, list(pending), s.min_gpu_mem)
+        if k == len(self._tasks) and self._request is not None:
+            request = self._request
+        else:
+            request = s.job_request(self._j, list(pending), s.min_gpu_mem)
         self.probe_nodes, self.probe_request = feasible, request   # the current probe's (tests, diagnostics)
         rec = self.last
         tried = 0
@@ -279,18 +285,29 @@ class Solver:
         s = self.s
         pending = tuple(self._tasks)
         sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
-        fp = sc.fingerprint()
-        ok = not gen_budget.exhausted() and fp not in self._failed
+        ok = not gen_budget.exhausted() and not (self._failed and sc.fingerprint() in self._failed)
         if ok:
             # the accumulated filters on the recorded victims, with the nodes and GPUs they had before
-            cap = self._raw.copy()
-            covered = feasible.copy()
-            for i, (n_, acc) in sol.victim_nodes.items():
+            raw = self._raw
+            freed: dict[int, float] = {}   # node -> its capacity with the victims gone
+            for n_, acc in sol.victim_nodes.values():
                 if n_ >= 0:
-                    cap[n_] += acc
-                    covered[n_] = True
-            ok = greedy_fits(sorted(quota, reverse=True), cap) and \
-                all(bool((m & covered).any()) for m in _affinity_masks(s, pending))
+                    freed[n_] = freed.get(n_, raw[n_]) + acc
+            cap_max = self._raw_max()
+            if cap_max is not None and len(quota) == 1 and all(v >= raw[n_] for n_, v in freed.items()):
+                cap = raw   # one task: the filter reads the largest capacity only
+                cap_max = max([cap_max] + [float(v) for v in freed.values()])
+            else:
+                cap = raw.copy()
+                for n_, v in freed.items():
+                    cap[n_] = v
+                cap_max = None
+            ok = greedy_fits(sorted(quota, reverse=True), cap, cap_max)
+            masks = _affinity_masks(s, pending) if ok else None
+            if masks:
+                covered = feasible.copy()
+                covered[list(freed)] = True
+                ok = all(bool((m & covered).any()) for m in masks)
         if not ok:
             sol.statement.discard()
             return None
@@ -385,6 +402,13 @@ class Solver:
             return False
         return s.best_node(pending[0], allowed=allowed) >= 0
 
+    def _raw_max(self) -> Optional[float]:
+        """``self._raw.max()`` (None without nodes), once per capacity array."""
+        hit = self.__dict__.get("_raw_max_of")
+        if hit is None or hit[0] is not self._raw:
+            hit = self._raw_max_of = (self._raw, float(self._raw.max()) if self._raw.size else None)
+        return hit[1]
+
     watch_alone = True
     """Follow the preemptor's fit while jobs are placed before it (:class:`_AloneWatch`); off: only the check
     before the first of them (tests compare both)."""
@@ -464,13 +488,14 @@ class Solver:
     def _explain(self, rec: SearchRecord, sol: Solution) -> EvictionScenario:
         s = self.s
         names = s.task_names
-        size = len(sol.scenario.victim_tasks())
         earlier = [n for n, solved in rec.sizes[:-1] if not solved]   # sets that failed before this one
+        size = len(sol.scenario.victim_tasks()) if earlier else 0
         victims = sol.evicted + sol.moved
+        jobs, task_job = s.jobs, s.task_job
         return EvictionScenario(
-            action=self.action, preemptor=s.jobs[self._j].key, generator=sol.scenario.generator,
+            action=self.action, preemptor=jobs[self._j].key, generator=sol.scenario.generator,
             victims=[names[i] for i in victims],
-            victim_jobs=list(dict.fromkeys(s.jobs[s.task_job[i]].key for i in victims)),
+            victim_jobs=list(dict.fromkeys(jobs[task_job[i]].key for i in victims)),
             tried_before=len(earlier), smaller_tried=sum(1 for n in earlier if n < size),
             probes=[dict(p) for p in rec.probes], budget_stops=list(rec.budget_stops))
 

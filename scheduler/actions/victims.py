@@ -146,6 +146,10 @@ class JobFacts:
             return self.preemptible & (self.active > 0) & self.queue_ok
         return self.preemptible[jobs] & (self.active[jobs] > 0) & self.queue_ok[jobs]
 
+    def base_candidate(self, j: int) -> bool:
+        """:meth:`base_candidates` of one job (scalar reads: a commit refreshes a few jobs)."""
+        return bool(self.preemptible[j] and self.active[j] > 0 and self.queue_ok[j])
+
     def order_key(self, j: int, state: Optional[int] = None) -> tuple:
         """KAI's job order key of job ``j`` (:func:`~scheduler.ordering.job_order_key`) from these columns;
         ``state`` overrides its elastic state (a job representative holding part of its tasks)."""
@@ -223,6 +227,17 @@ def _le(a: float, b: float) -> bool:
     return a <= b
 
 
+class LeafStart:
+    """Where the first victim candidate of a leaf's job order may be: no job of ``arr`` before ``pos`` is a
+    candidate (under the candidate mask it was found with, as long as no job of the leaf became a candidate
+    since). Successive searches skip the jobs earlier searches walked past (victims evicted by then)."""
+
+    __slots__ = ("arr", "pos")
+
+    def __init__(self, arr: np.ndarray):
+        self.arr, self.pos = arr, 0
+
+
 class _Reversed:
     """A job order key that sorts in victim order (the job order reversed)."""
 
@@ -241,10 +256,11 @@ class _VictimLeaf:
 
     __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq")
 
-    def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None):
+    def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None, start: int = 0):
         """``arr``: the leaf's jobs in victim order; ``mask`` (over all jobs): which of them are candidates,
-        checked as the leaf is walked (a search usually stops long before the end of a long leaf)."""
-        self.arr, self.mask, self.pos, self.facts = arr, mask, 0, facts
+        checked as the leaf is walked (a search usually stops long before the end of a long leaf); ``start``:
+        no job before this position of ``arr`` is a candidate."""
+        self.arr, self.mask, self.pos, self.facts = arr, mask, start, facts
         self.heap: list = []
         self.seq = 0
 
@@ -323,8 +339,10 @@ class VictimQueue(JobsOrderByQueues):
     ``getVictimsForQueue``), so victims alternate between over-served queues. In a leaf, the job order reversed.
 
     ``candidates``: ``{leaf queue: job indices in reverse job order}``, or ``{leaf queue: (the leaf's jobs in
-    reverse job order, candidate mask over all jobs)}``. ``max_jobs`` caps how many distinct jobs are ever
-    popped (consolidation's candidate limit; the first ones in victim order).
+    reverse job order, candidate mask over all jobs)}``, or ``{leaf queue: (jobs, mask, start)}`` with a
+    :class:`LeafStart` that says where the leaf's first candidate may be (and learns where it is).
+    ``max_jobs`` caps how many distinct jobs are ever popped (consolidation's candidate limit; the first ones in
+    victim order).
     """
 
     def __init__(self, session, facts: JobFacts, candidates: dict, max_jobs: int = -1):
@@ -336,15 +354,27 @@ class VictimQueue(JobsOrderByQueues):
         self._seen_jobs: set[int] = set()
         for q in sorted(candidates):
             value = candidates[q]
-            arr, mask = value if isinstance(value, tuple) else (value, None)
-            leaf = _VictimLeaf(arr, facts, mask)
-            if not len(leaf):
+            start = None
+            if not isinstance(value, tuple):
+                arr, mask = value, None
+            elif len(value) == 2:
+                arr, mask = value
+            else:
+                arr, mask, start = value
+            leaf = _VictimLeaf(arr, facts, mask, 0 if start is None else start.pos)
+            found = len(leaf)   # walks the leaf to its first candidate
+            if start is not None:
+                start.pos = leaf.pos
+            if not found:
                 continue
             self._leaves[q] = leaf
             node = self._nodes[q] = _QueueNode(q, leaf, True)
             self._popped[q] = np.zeros(3)
             self._link(node)
             self._mark(node)
+        # With a single leaf no two queues are ever compared (every heap holds one node), so what was taken from
+        # it is never read.
+        self._track_popped = len(self._leaves) > 1
 
     def empty(self) -> bool:
         return not len(self._roots)
@@ -419,7 +449,8 @@ class VictimQueue(JobsOrderByQueues):
                 self._after_pop(leaf)
                 continue
             self._seen_jobs.add(j)
-            self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
+            if self._track_popped:
+                self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
             tasks, rest = tasks_to_evict(self.s, j, rep)
             self._after_pop(leaf)
             if recorded and any(i in recorded for i in tasks):
@@ -476,9 +507,18 @@ def raw_gpu_capacity(session) -> np.ndarray:
     hit = _RAW_CACHE.get(id(session))
     if hit is not None and hit[0] is ns and hit[1] == ns.version:
         return hit[2]
-    cap = _node_gpu_capacity(ns, ready_only=False)
+    log = ns.change_log
+    if hit is not None and hit[0] is ns and len(log) - hit[3] <= 64 and not hit[4] and not ns.sh_present.any():
+        # no shared GPU anywhere: a node's capacity is its idle + releasing GPUs; patch the nodes changed since
+        cap = hit[2].copy()
+        for n in set(log[hit[3]:]):
+            cap[n] = ns.idle[n, GPU] + ns.rel[n, GPU]
+        shared = False
+    else:
+        cap = _node_gpu_capacity(ns, ready_only=False)
+        shared = bool(ns.sh_present.any())
     _RAW_CACHE.clear()
-    _RAW_CACHE[id(session)] = (ns, ns.version, cap)
+    _RAW_CACHE[id(session)] = (ns, ns.version, cap, len(log), shared)
     return cap
 
 

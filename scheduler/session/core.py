@@ -649,8 +649,9 @@ class Session:
             return list(self.indices[i])
         ns = self.nodes
         want = SLOT_RELEASING if status == "releasing" else SLOT_ACTIVE
-        cand = np.nonzero((ns.slot_owner[n] == ANONYMOUS) & (ns.slot_whole[n] == want))[0][: int(self.node_gpu[i])]
-        self.indices[i] = cand.tolist()
+        owner, whole = ns.slot_owner[n].tolist(), ns.slot_whole[n].tolist()   # a node's few devices: plain Python
+        cand = [s for s in range(len(owner)) if owner[s] == ANONYMOUS and whole[s] == want]
+        self.indices[i] = cand[: int(self.node_gpu[i])]
         return list(self.indices[i])
 
     def _apply(self, i: int, new: _TaskState) -> None:
@@ -797,12 +798,13 @@ class Session:
 
     def job_request(self, j: int, tasks: list[int], gpu_mem_for_memory: Optional[float]) -> np.ndarray:
         """(GPUs, cpu, memory) the given tasks request."""
-        out = np.zeros(3)
+        g = c = m = 0.0   # the same float64 sums as accumulating into an array, without numpy per task
+        cpu, mem = self._cpu_l, self._mem_l
         for i in tasks:
-            out[R_GPU] += self.request_gpus(i, gpu_mem_for_memory)
-            out[R_CPU] += self.cpu[i]
-            out[R_MEM] += self.mem[i]
-        return out
+            g += self.request_gpus(i, gpu_mem_for_memory)
+            c += cpu[i]
+            m += mem[i]
+        return np.array([g, c, m])
 
     def job_over_capacity(self, j: int, tasks: list[int]) -> Optional[tuple[str, str, dict]]:
         """KAI ``IsJobOverQueueCapacity``: limit up the hierarchy, then (non-preemptible jobs) deserved.
@@ -1126,16 +1128,24 @@ class Session:
             entry = [len(log), np.where(f.fits, f.local, -np.inf)]
             self._order_cache[key] = entry
         elif entry[0] < len(log):
-            dirty = np.unique(np.array(log[entry[0]:], dtype=np.int64))
-            if dirty.size > self.nodes.n // 4:
+            changed = log[entry[0]:]
+            if len(changed) <= 64:   # np.unique's nodes in its order, without its cost on a few entries
+                dirty_list = sorted({int(n) for n in changed})
+                dirty = None
+            else:
+                dirty = np.unique(np.array(changed, dtype=np.int64))
+                dirty_list = dirty.tolist()
+            if len(dirty_list) > self.nodes.n // 4:
                 f = self._eval(i, slice(None))
                 entry[1] = np.where(f.fits, f.local, -np.inf)
-            elif k <= KIND_WHOLE and dirty.size <= 8:
+            elif k <= KIND_WHOLE and len(dirty_list) <= 8:
                 vals = entry[1]
-                for n in dirty.tolist():
+                for n in dirty_list:
                     fits, _, local = self._eval_node(i, n)
                     vals[n] = local if fits else -np.inf
             else:
+                if dirty is None:
+                    dirty = np.array(dirty_list, dtype=np.int64)
                 f = self._eval(i, dirty)
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)

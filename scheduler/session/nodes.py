@@ -43,6 +43,7 @@ class NodeState:
         self.n = n = len(nodes)
         self.g = g = max([nd.gpus for nd in nodes], default=0) or 1
         self.ready = np.array([nd.schedulable for nd in nodes], dtype=bool)  # KAI's node condition check
+        self.all_ready = bool(self.ready.all())   # fixed for the session, as ready is
         self.gpus = np.array([nd.gpus for nd in nodes], dtype=float)
         self.gpu_mem = np.array([nd.gpu_memory_mib for nd in nodes], dtype=float)
         self.allocatable = np.zeros((n, 4))
@@ -319,16 +320,17 @@ class NodeState:
     def free_whole_slots(self, n: int, k: int, pipelined: bool) -> list[int]:
         """Device indices for a whole-GPU task: lowest idle slots; a pipelined task takes releasing
         slots first. Returns fewer than ``k`` only when the slots do not say (anonymous occupancy)."""
-        exists = self.slot_exists[n]
-        no_group = self.sh_used[n] == 0
-        idle = np.nonzero(exists & (self.slot_whole[n] == SLOT_FREE) & no_group)[0].tolist()
+        # plain Python over the node's few devices (numpy's per-call cost dominates at this size)
+        exists, whole, used = self.slot_exists[n].tolist(), self.slot_whole[n].tolist(), self.sh_used[n].tolist()
+        slots = [s for s in range(len(exists)) if exists[s]]
+        idle = [s for s in slots if whole[s] == SLOT_FREE and used[s] == 0]
         if not pipelined:
             return idle[:k]
         # A releasing device that a pipelined shared GPU already took is not free to pipeline onto
         # (sh_used - sh_alloc is the pipelined memory on the device).
-        taken = (self.sh_used[n] - self.sh_alloc[n]) > 1e-9
-        releasing = np.nonzero(exists & (self.slot_whole[n] == SLOT_RELEASING) & no_group)[0].tolist()
-        releasing_shared = np.nonzero(exists & self.sh_marked[n] & ~taken)[0].tolist()
+        alloc, marked = self.sh_alloc[n].tolist(), self.sh_marked[n].tolist()
+        releasing = [s for s in slots if whole[s] == SLOT_RELEASING and used[s] == 0]
+        releasing_shared = [s for s in slots if marked[s] and not used[s] - alloc[s] > 1e-9]
         return (releasing + releasing_shared + idle)[:k]
 
     def new_group_slot(self, n: int, releasing: bool) -> int:

@@ -57,8 +57,8 @@ class Statement:
         s = self.session
         groups = list(groups or [])
         indices = list(indices or [])
-        self._record(task)
         cur = s._state(task)
+        self._record(task, cur)
         evicted_here = cur.status == "releasing" and cur.evict_prior is not None
         on_node = _copy_on_node(cur, node) if evicted_here else None
         if on_node is not None:
@@ -126,7 +126,7 @@ class Statement:
         cur = s._state(task)
         if cur.status not in ("running", "binding", "pipelined"):
             raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {cur.status} task")
-        self._record(task)
+        self._record(task, cur)
         s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
                                   cur.status))
         job = s.jobs[s.task_job[task]]
@@ -188,11 +188,11 @@ class Statement:
         """Number of recorded operations (for tests and diagnostics)."""
         return len(self._ops)
 
-    def _record(self, task: int) -> None:
-        s = self.session
+    def _record(self, task: int, before: Optional[_TaskState] = None) -> None:
+        """``before``: the task's current state when the caller already read it."""
         # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
         # changes to undo]
-        self._ops.append([task, s._state(task), None, []])
+        self._ops.append([task, self.session._state(task) if before is None else before, None, []])
 
 
 def _copy_on_node(cur: _TaskState, node: int) -> Optional[list]:
