@@ -1198,7 +1198,6 @@ class Session:
             order = device_order(self, i, n, order, {s: 1.0 - u for s, u in shared})
         groups, slots, releasing = [], [], False
         whole_taken = 0
-        opened = False   # a device taken through a whole-GPU candidate: KAI gives it a new group id
         for c in order:
             if c == gpu_order.WHOLE:
                 # KAI lists one whole-GPU candidate per idle and per releasing GPU, all with the same score, and
@@ -1214,7 +1213,6 @@ class Session:
                 if slot is None:
                     continue
                 group = ns.slot_group[n].get(slot) or self._new_group_id(n, slot)
-                opened = True
             else:
                 is_rel = (not ns.group_fits_idle(n, c, task_mem)) or not node_idle
                 slot, group = c, ns.slot_group[n][c]
@@ -1226,7 +1224,7 @@ class Session:
         if len(slots) < d:
             return False
         if pipeline_only or releasing:
-            stmt.pipeline(i, n, groups=groups, indices=slots, update_if_on_node=not pipeline_only, gpu_changed=opened)
+            stmt.pipeline(i, n, groups=groups, indices=slots, update_if_on_node=not pipeline_only)
         else:
             stmt.allocate(i, n, groups=groups, indices=slots)
         return True
