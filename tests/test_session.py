@@ -5,7 +5,7 @@ import pytest
 
 from scheduler.errors import EngineError
 from scheduler.session import Statement
-from scheduler.session.nodes import CPU, GPU
+from scheduler.session.nodes import CPU, GPU, SLOT_PIPELINED, SLOT_RELEASING
 from tests._engine_helpers import session_from_yaml, tid
 
 SNAP = """
@@ -181,3 +181,25 @@ def test_incremental_node_choice_equals_full_kai_scoring(gpu_strategy, cpu_strat
             victim = placed.pop(0)
             st.evict(victim, "test")
             st.commit()
+
+
+def test_evicting_a_task_pipelined_onto_a_releasing_device_then_discarding_restores_the_slot():
+    """A task pipelined (committed) onto a whole GPU that a releasing pod still holds shares the slot in time; a
+    later scenario that evicts it and is discarded leaves the slot as it was: pipelined, the releasing pod still
+    its owner (found on the 64-node what-if cluster, cycle 2 of the queue-priority slider)."""
+    s = session_from_yaml(SNAP + "  - name: old\n    queue: team\n    tasks: [{name: old-0, gpu: 1, status: "
+                          "releasing, node: n2, gpu_index: 3}]\n")
+    n2 = s.nodes.index["n2"]
+    new, old = tid(s, "new-0"), tid(s, "old-0")
+    st = Statement(s)
+    st.pipeline(new, n2, indices=[3])
+    st.commit()
+    assert s.nodes.slot_whole[n2, 3] == SLOT_PIPELINED and s.nodes.slot_owner[n2, 3] == old
+    before = {k: getattr(s.nodes, k).copy() for k in ("idle", "rel", "slot_whole", "slot_owner")}
+    st = Statement(s)
+    st.evict(new, "reclaim")
+    assert s.nodes.slot_whole[n2, 3] == SLOT_RELEASING   # two releasing pods on the device
+    st.discard()
+    assert s.status[new] == "pipelined"
+    for k, v in before.items():
+        np.testing.assert_array_equal(getattr(s.nodes, k), v, err_msg=k)

@@ -200,6 +200,8 @@ class NodeState:
         if whole_slots:
             for s in whole_slots:
                 cur = self.slot_whole[n, s]
+                if status == "releasing" and cur == SLOT_RELEASING and self.slot_owner[n, s] not in (-1, owner):
+                    continue  # a task pipelined onto another pod's releasing device, evicted: that pod stays owner
                 if status == "releasing":
                     self.slot_whole[n, s] = SLOT_RELEASING
                 elif status == "pipelined":
@@ -233,6 +235,9 @@ class NodeState:
                 if status == "pipelined" and cur == SLOT_PIPELINED:
                     self.slot_whole[n, s] = SLOT_RELEASING
                     continue
+                if status == "releasing" and cur == SLOT_RELEASING and self.slot_owner[n, s] not in (-1, owner,
+                                                                                                     ANONYMOUS):
+                    continue  # the inverse of the case in add: the other releasing pod keeps the device
                 if self.slot_owner[n, s] in (owner, ANONYMOUS) or status != "pipelined":
                     self.slot_whole[n, s] = SLOT_FREE
                     self.slot_owner[n, s] = -1
