@@ -94,10 +94,10 @@ def test_signature_counts_the_pods_waiting_at_session_open():
     assert job_signature(s, j) == before
 
 
-# Requests are (GPUs, GPU memory MiB, CPU millis, memory bytes), sorted ascending.
-ONE = (1.0, 0.0, 1000.0, 0.0)
-TWO = (2.0, 0.0, 1000.0, 0.0)
-CPU_HEAVY = (1.0, 0.0, 9000.0, 0.0)
+# Requests are (GPUs, CPU millis, memory bytes), sorted ascending.
+ONE = (1.0, 1000.0, 0.0)
+TWO = (2.0, 1000.0, 0.0)
+CPU_HEAVY = (1.0, 9000.0, 0.0)
 
 
 @pytest.mark.parametrize("job, rep, easier", [

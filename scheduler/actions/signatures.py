@@ -27,17 +27,21 @@ recorded failure: not a later successful commit, not a change of queue shares.
   request is ≤ the representative's and they differ; equal requests go on to the next rank, and a job
   that runs out of ranks (or has none pending) is not easier.
 
+Requests are KAI's resource vectors (``PodInfo.ResReqVector``): GPUs, CPU, memory. GPU memory is not in it,
+and a GPU-memory pod counts 0 GPUs there, so a 4000 MiB pod is "easier" than a failed 4-GPU job of the same
+signature (seed 4090 of the differential tool: KAI tries team-b/job-063 after team-a/job-079 failed).
+
 Deviation: KAI sorts requests with ``sort.Slice`` and the partial order ``LessEqual``; here requests are
-sorted by the tuple ``(gpus, gpu memory, cpu, memory)``, which agrees wherever the requests are comparable.
+sorted by the tuple ``(gpus, cpu, memory)``, which agrees wherever the requests are comparable.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from ..session import KIND_FRACTION, KIND_MEMORY, KIND_WHOLE
+from ..session import KIND_FRACTION, KIND_WHOLE
 
-Request = tuple[float, float, float, float]
+Request = tuple[float, float, float]
 
 
 def pod_signature(session, i: int) -> tuple:
@@ -70,16 +74,17 @@ def job_signature(session, j: int) -> tuple:
 
 
 def task_request(session, i: int) -> Request:
-    """A pod's request as (GPUs, GPU memory MiB, CPU millis, memory bytes)."""
+    """A pod's request as KAI's ``PodInfo.ResReqVector`` holds it: (GPUs, CPU millis, memory bytes). A
+    GPU-memory pod counts 0 GPUs (its requirement has portion 0, ``resource_info.NewGpuResourceRequirementWithGpus``)
+    and GPU memory is no dimension of the vector (``ResourceRequirements.ToVector``), so a GPU-memory pod
+    compares like a CPU-only pod of the same CPU and memory."""
     kind = session.kind_list[i]
-    gpus = gmem = 0.0
+    gpus = 0.0
     if kind == KIND_WHOLE:
         gpus = float(session.gpu[i])
     elif kind == KIND_FRACTION:
         gpus = float(session.gpu[i]) * int(session.dev[i])
-    elif kind == KIND_MEMORY:
-        gmem = float(session.gmem[i]) * int(session.dev[i])
-    return (gpus, gmem, float(session.cpu[i]), float(session.mem[i]))
+    return (gpus, float(session.cpu[i]), float(session.mem[i]))
 
 
 def pending_requests(session, j: int) -> list[Request]:
