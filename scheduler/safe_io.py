@@ -377,6 +377,10 @@ def _value_error(exc: Exception) -> str:
     return str(exc).split("; use sys.set_int_max_str_digits", 1)[0]
 
 
+LIBYAML_MAX_NESTING = 1000
+"""libyaml's own limit on nesting (``exceeded maximum nesting depth``), reached while its scanner reads ahead."""
+
+
 def _depth_error(where: str, limits: Limits, line: Optional[int] = None) -> InputLimitError:
     at = f" at line {line}" if line is not None else ""
     return InputLimitError(where, "max_depth",
@@ -486,6 +490,10 @@ def parse_yaml(text: str | bytes, where: str, limits: Optional[Limits] = None) -
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         detail = getattr(exc, "problem", None) or str(exc)
+        if "maximum nesting depth" in detail and limits.max_depth < LIBYAML_MAX_NESTING:
+            # libyaml (PyYAML >= 6.0.4 wheels) stops at 1,000 levels while scanning ahead, before the composer
+            # sees the level past our own limit: the document is nested deeper than that limit all the same
+            raise _depth_error(where, limits, mark.line + 1 if mark is not None else None) from None
         context = getattr(exc, "context", None)
         if context and detail.startswith("but "):   # "expected a single document ..., but found another document"
             detail = f"{context}, {detail}"
