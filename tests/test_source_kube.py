@@ -293,6 +293,8 @@ def test_forbidden_watch_after_a_list_keeps_the_data_and_relists_with_backoff(se
     try:
         src.start()
         wait_for(lambda: src.status().resources["queues"].state == "stale", message="stale after a 403 watch")
+        # the other resources are listed by their own threads: the snapshot needs nodes and pods read once
+        wait_for(lambda: src.status().synced, message="every resource listed once")
         st = src.status().resources["queues"]
         assert st.error.startswith("forbidden: cannot watch queues.scheduling.run.ai: HTTP 403")
         assert len(src.snapshot().queues) == 4 and not any("synthesised" in w.message for w in src.warnings)
