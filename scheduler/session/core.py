@@ -182,6 +182,7 @@ class Session:
         # fits nowhere" is valid while free_epoch is unchanged, provided entries are recorded outside an
         # open statement (a rollback returns exactly to its checkpoint, so it frees nothing older).
         self.free_epoch = 0
+        self.commits = 0   # statements committed so far: between two commits, searches start from one state
         self._build_tasks(snapshot, tasks if tasks is not None else TaskTable.from_snapshot(snapshot))
         self._order_cache: dict[tuple, list] = {}
         self._topology = None  # TopologyIndex, built on first use
@@ -1107,20 +1108,10 @@ class Session:
         """Per node, task ``i``'s local score where it fits and ``-inf`` where it does not, from the cache per
         request shape that :meth:`best_node` keeps (refreshed for the nodes changed since its last use; do not
         modify the result). None when the request is scored in full each time (see :meth:`best_node`)."""
-        k = self.kind_list[i]
-        strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
-        if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
-                or i in self.mig_req):
-            return None
-        key = self._shape_keys.get(i) if self._dra_nodes is None else None
+        key = self.shape_key(i)
         if key is None:
-            static = self.predicates.static(i)[0]
-            key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
-                   None if static is None else id(static),
-                   None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i),
-                                                         self.dra_blocked.get(i)))
-            if self._dra_nodes is None:   # a task's request and static mask stay; its DRA pins do not
-                self._shape_keys[i] = key
+            return None
+        k = key[0]
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:
@@ -1150,6 +1141,25 @@ class Session:
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
         return entry[1]
+
+    def shape_key(self, i: int) -> Optional[tuple]:
+        """The request shape of task ``i`` that :meth:`node_values` caches under: two tasks of one shape fit and
+        score every node alike in every state. None when the request is scored in full each time."""
+        k = self.kind_list[i]
+        strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
+        if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
+                or i in self.mig_req):
+            return None
+        key = self._shape_keys.get(i) if self._dra_nodes is None else None
+        if key is None:
+            static = self.predicates.static(i)[0]
+            key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
+                   None if static is None else id(static),
+                   None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i),
+                                                         self.dra_blocked.get(i)))
+            if self._dra_nodes is None:   # a task's request and static mask stay; its DRA pins do not
+                self._shape_keys[i] = key
+        return key
 
     # ================================================================== placing one task
 
