@@ -34,8 +34,8 @@ def _spy(monkeypatch, owner, name: str, record) -> list:
     seen: list = []
     real = getattr(owner, name)
 
-    def spy(*args):
-        result = real(*args)
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
         seen.append(record(result))
         return result
 
