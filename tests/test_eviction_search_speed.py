@@ -3,6 +3,7 @@
 (``_AloneWatch``), and the queue-order key memo (scheduler/ordering.py)."""
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -278,3 +279,31 @@ def test_scenarios_answered_from_another_preemptors_record_fail_when_simulated(m
     hits = _spy(monkeypatch, solver_mod.Solver, "_lost_key", lambda key: key is not None)
     assert _decisions(snap) == fast
     assert not any(hits)
+
+
+def test_a_record_answers_no_preemptor_of_another_request_shape(monkeypatch):
+    """The same what-if cluster with pend-56 asking 1 CPU core more than pend-77: it may fit a node pend-77 does
+    not, so none of its scenarios is answered from pend-77's records (pend-76, of pend-77's shape, still is), and
+    the decisions equal those with the records off."""
+    import dataclasses
+
+    snap = _watch_cluster("whatif-quota", None)
+    for job in snap.jobs:
+        if job.name == "pend-56":
+            job.tasks[0] = dataclasses.replace(job.tasks[0], cpu_millis=job.tasks[0].cpu_millis + 1000)
+    simulated, answered = Counter(), Counter()
+    real = solver_mod.Solver._simulate
+
+    def counting(self, *args):
+        before = self.lost_hits
+        result = real(self, *args)
+        name = self.s.jobs[self._j].job.name
+        (answered if self.lost_hits > before else simulated)[name] += 1
+        return result
+
+    monkeypatch.setattr(solver_mod.Solver, "_simulate", counting)
+    fast = _decisions(snap)
+    assert simulated["pend-56"] > 20 and not answered["pend-56"]
+    assert answered["pend-76"] > 20
+    monkeypatch.setattr(solver_mod.Solver, "remember_lost", False)
+    assert _decisions(snap) == fast
