@@ -345,11 +345,13 @@ class Solver:
         lost = self._lost_key(victim_tasks, batches, allowed, pending, request)
         popped: Optional[list] = None
         if lost is not None:
+            if self._lost and next(iter(self._lost))[:2] != lost[:2]:
+                self._lost.clear()   # a commit since: those records cannot apply any more
             hit = self._lost.get(lost)
             if hit is not None and j not in hit:
                 self.lost_hits += 1
                 return None
-            popped = []
+            popped = [] if len(self._lost) < _LOST_LIMIT else None
         for i in victim_tasks:
             stmt.evict(i, self.action, preemptor=preemptor)
         placed = False
@@ -424,7 +426,8 @@ class Solver:
         shape = s.shape_key(pending[0])
         if shape is None:
             return None
-        return (s.commits, len(s.evictions), qs.chains[q][-1], shape, tuple(victim_tasks), allowed.tobytes())
+        return (s.commits, len(s.evictions), qs.chains[q][-1], shape, tuple(victim_tasks),
+                np.packbits(allowed).tobytes())
 
     def _alone_decides(self, pending: list[int]) -> bool:
         """Whether the preemptor's placement can only get harder as the simulation places other jobs before it:
@@ -599,6 +602,9 @@ class _AloneWatch:
             return s.job_over_capacity(self.j, self.pending) is None
         return True
 
+
+_LOST_LIMIT = 20_000
+"""Failed-scenario records kept per commit window (bounds memory on long searches; fewer records, same outcome)."""
 
 _TRACE: list = []
 
