@@ -3,6 +3,7 @@
 (``_AloneWatch``), and the queue-order key memo (scheduler/ordering.py)."""
 
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -34,8 +35,8 @@ def _spy(monkeypatch, owner, name: str, record) -> list:
     seen: list = []
     real = getattr(owner, name)
 
-    def spy(*args):
-        result = real(*args)
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
         seen.append(record(result))
         return result
 
@@ -217,4 +218,92 @@ def test_session_memos_answer_as_a_fresh_computation(case, tmp_path, monkeypatch
         self._amount_cache, self._shape_keys = _NeverHit(), _NeverHit()
 
     monkeypatch.setattr(core.Session, "__init__", uncached_init)
+    assert _decisions(snap) == fast
+
+
+@pytest.mark.parametrize("case", [6, "whatif-quota"])
+def test_moves_in_the_simple_transition_keep_the_session_state(case, tmp_path, monkeypatch):
+    """A whole-GPU or CPU-only task moved by a simulation (its releasing placement kept as its copy) and the move
+    rolled back take ``Session._apply_simple``: every node, queue and task array ends bit for bit as through the
+    general transition."""
+    snap = _watch_cluster(case, tmp_path)
+    from scheduler.session import core
+
+    kinds: list = []
+    real = core.Session._apply_simple
+
+    def spy(self, i, new, keep_old=False, reuse_new=False):
+        kinds.append((keep_old, reuse_new))
+        return real(self, i, new, keep_old, reuse_new)
+
+    monkeypatch.setattr(core.Session, "_apply_simple", spy)
+    fast = _session_state(_session_after_actions(snap))
+    assert (True, False) in kinds and (False, True) in kinds, "no move took the simple path: nothing compared"
+    monkeypatch.setattr(core.Session, "_move_apply", False)
+    kinds.clear()
+    assert _session_state(_session_after_actions(snap)) == fast
+    assert (True, False) not in kinds and (False, True) not in kinds
+
+
+def test_scenarios_answered_from_another_preemptors_record_fail_when_simulated(monkeypatch):
+    """On the 64-node what-if cluster with its queue quota slider moved, two 4-GPU preemptors of one queue tree
+    (pend-77, pend-56) try the same victim sets: the second one's scenarios that failed for the first before its
+    turn (``Solver._lost_key``) are not simulated. Each such scenario, simulated in full, fails too; and with the
+    records off every decision is the same."""
+    snap = _watch_cluster("whatif-quota", None)
+    real = solver_mod.Solver._simulate
+    answered: list = []
+
+    def checked(self, sc, feasible, request):
+        before = self.lost_hits
+        result = real(self, sc, feasible, request)
+        if self.lost_hits > before:
+            assert result is None
+            self.remember_lost = False
+            try:
+                full = real(self, sc, feasible, request)
+            finally:
+                del self.remember_lost
+            answered.append(full is None)
+            if full is not None:
+                full.statement.discard()
+        return result
+
+    monkeypatch.setattr(solver_mod.Solver, "_simulate", checked)
+    run_session(snap)
+    assert len(answered) > 20 and all(answered)
+
+    monkeypatch.setattr(solver_mod.Solver, "_simulate", real)
+    fast = _decisions(snap)
+    monkeypatch.setattr(solver_mod.Solver, "remember_lost", False)
+    hits = _spy(monkeypatch, solver_mod.Solver, "_lost_key", lambda key: key is not None)
+    assert _decisions(snap) == fast
+    assert not any(hits)
+
+
+def test_a_record_answers_no_preemptor_of_another_request_shape(monkeypatch):
+    """The same what-if cluster with pend-56 asking 1 CPU core more than pend-77: it may fit a node pend-77 does
+    not, so none of its scenarios is answered from pend-77's records (pend-76, of pend-77's shape, still is), and
+    the decisions equal those with the records off."""
+    import dataclasses
+
+    snap = _watch_cluster("whatif-quota", None)
+    for job in snap.jobs:
+        if job.name == "pend-56":
+            job.tasks[0] = dataclasses.replace(job.tasks[0], cpu_millis=job.tasks[0].cpu_millis + 1000)
+    simulated, answered = Counter(), Counter()
+    real = solver_mod.Solver._simulate
+
+    def counting(self, *args):
+        before = self.lost_hits
+        result = real(self, *args)
+        name = self.s.jobs[self._j].job.name
+        (answered if self.lost_hits > before else simulated)[name] += 1
+        return result
+
+    monkeypatch.setattr(solver_mod.Solver, "_simulate", counting)
+    fast = _decisions(snap)
+    assert simulated["pend-56"] > 20 and not answered["pend-56"]
+    assert answered["pend-76"] > 20
+    monkeypatch.setattr(solver_mod.Solver, "remember_lost", False)
     assert _decisions(snap) == fast

@@ -213,10 +213,12 @@ def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], s
 
 
 def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None,
-                  pending: Optional[PendingJobs] = None):
+                  pending: Optional[PendingJobs] = None, popped: Optional[list] = None):
     """Yield ``jobs`` in KAI's queue/job order, each once, re-evaluated after each one (placements in between
     change the queues' Allocated). The ``pending`` jobs take part in the order and are skipped. ``known``: chunk
-    resources per job, filled in as computed (valid while those jobs are not placed)."""
+    resources per job, filled in as computed (valid while those jobs are not placed). ``popped``: a list that
+    receives every job the queue tree pops, skipped ones too (not filled where every job sits in a top-level
+    queue)."""
     targets = list(dict.fromkeys(jobs))
     if len(targets) == 1:
         yield targets[0]
@@ -236,6 +238,8 @@ def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None,
         j = order.pop()
         if j is None:
             return
+        if popped is not None:
+            popped.append(j)
         if j in wanted:
             wanted.discard(j)
             left -= 1

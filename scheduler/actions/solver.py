@@ -35,6 +35,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..decisions import EvictionScenario
+from ..ordering import job_order_key
 from ..session import KIND_NONE, KIND_WHOLE, Statement
 from .budgets import ActionBudget, Budget, JobBudget
 from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_masks, greedy_fits
@@ -116,6 +117,8 @@ class Solver:
         self.exhausted = False    # a job's budget ran out: the action stops (KAI SearchResultDeadlineExhausted)
         self.last: Optional[SearchRecord] = None
         self._pending: Optional[PendingJobs] = None
+        self._lost: dict[tuple, frozenset] = {}   # see _lost_key
+        self.lost_hits = 0        # scenarios answered by _lost (tests, diagnostics)
         self.trace = _TRACE[-1] if _TRACE else None   # see scenario_trace
 
     # ------------------------------------------------------------------ one preemptor
@@ -334,20 +337,34 @@ class Solver:
         allowed = feasible.copy()
         victim_tasks = sc.victim_tasks()
         victim_nodes = {i: (s.node[i], s.accepted[i]) for i in victim_tasks}
+        node = s.node
         for i in victim_tasks:
-            if s.node[i] >= 0:
-                allowed[s.node[i]] = True
+            if node[i] >= 0:
+                allowed[node[i]] = True
+        pending = list(sc.pending)
+        lost = self._lost_key(victim_tasks, batches, allowed, pending, request)
+        popped: Optional[list] = None
+        if lost is not None:
+            if self._lost and next(iter(self._lost))[:2] != lost[:2]:
+                self._lost.clear()   # a commit since: those records cannot apply any more
+            hit = self._lost.get(lost)
+            if hit is not None and j not in hit:
+                self.lost_hits += 1
+                return None
+            popped = [] if len(self._lost) < _LOST_LIMIT else None
+        for i in victim_tasks:
             stmt.evict(i, self.action, preemptor=preemptor)
         placed = False
-        pending = list(sc.pending)
         checked = False
         watch: Optional[_AloneWatch] = None
-        for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._pending):
+        for jj in sim_job_order(s, [j] + [b.job for b in batches], {j: request}, self._pending, popped):
             if not placed and jj != j:   # another job goes before the preemptor
                 if not checked:
                     checked = True
                     if self._alone_decides(pending):
                         if not self._fits_alone(pending, allowed):
+                            if popped is not None and s.job_over_capacity(j, pending) is None:
+                                self._lost[lost] = frozenset(popped)   # it fits nowhere: see _lost_key
                             stmt.discard()
                             return None
                         watch = _AloneWatch.start(s, j, pending, allowed) if self.watch_alone else None
@@ -359,6 +376,8 @@ class Solver:
                     return None
                 placed = True
             elif watch is not None and not placed and not watch.still_fits(mark, jj):
+                if popped is not None and not watch.nodes:
+                    self._lost[lost] = frozenset(popped)   # no node left for it: see _lost_key
                 stmt.discard()   # the preemptor fits nowhere any more: it fails at its turn (see _AloneWatch)
                 return None
         if not placed or (self.validator is not None and not self.validator(j, batches, sc.pending)):
@@ -371,6 +390,44 @@ class Solver:
                         restored=[i for i in victim_tasks if st[i] in ("running", "binding")],
                         first_eviction=first, scenario=sc, preemptor=j, pending=self._pending,
                         victim_nodes=victim_nodes)
+
+    remember_lost = True
+    """Answer a scenario from :meth:`_lost_key`'s record of another preemptor's (tests compare both)."""
+
+    def _lost_key(self, victim_tasks: list, batches: list, allowed: np.ndarray, pending: list,
+                  request: np.ndarray) -> Optional[tuple]:
+        """The key under which a scenario that failed before the preemptor's turn because it fit nowhere is
+        remembered, for another preemptor of the same request shape (None where the record cannot apply).
+
+        Between two commits every search starts from the same session state. Take preemptors P and P2 that
+        :meth:`_alone_decides`, of one request shape (:meth:`Session.shape_key`: they fit and score every node
+        alike in every state), in leaf queues under one top-level queue, each in the action's pending-job index
+        with the key and resources its own simulation gives it, neither a victim. A simulation of victims V (same
+        tasks, same order, same allowed nodes) then builds one queue tree for P and for P2 — each is the other's
+        pending job — so it pops the same jobs and places the same victims in the same way until P or P2 comes
+        up. P's simulation failed at its first victim (``_fits_alone``: no allowed node fits it) or when its
+        watch ran out of nodes (``_AloneWatch``) before P2 was popped: P2's fails there too, or earlier (its
+        queue's capacity), with the same outcome, and everything it did would be rolled back (no KAI side effect
+        of a discarded scenario is kept for such placements). So P2's scenario fails without being simulated."""
+        if not self.remember_lost or len(pending) != 1:
+            return None
+        s = self.s
+        j = self._j
+        q = s.jobs[j].queue
+        qs = s.queues
+        if q < 0 or qs.parent[q] < 0 or not self._alone_decides(pending):
+            return None
+        index = self._pending
+        key = index.keys.get(j)
+        if key is None or key != job_order_key(s, j) or index.resources_of(j).tobytes() != request.tobytes():
+            return None
+        if any(b.job == j for b in batches):
+            return None
+        shape = s.shape_key(pending[0])
+        if shape is None:
+            return None
+        return (s.commits, len(s.evictions), qs.chains[q][-1], shape, tuple(victim_tasks),
+                np.packbits(allowed).tobytes())
 
     def _alone_decides(self, pending: list[int]) -> bool:
         """Whether the preemptor's placement can only get harder as the simulation places other jobs before it:
@@ -545,6 +602,9 @@ class _AloneWatch:
             return s.job_over_capacity(self.j, self.pending) is None
         return True
 
+
+_LOST_LIMIT = 20_000
+"""Failed-scenario records kept per commit window (bounds memory on long searches; fewer records, same outcome)."""
 
 _TRACE: list = []
 

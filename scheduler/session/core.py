@@ -182,6 +182,7 @@ class Session:
         # fits nowhere" is valid while free_epoch is unchanged, provided entries are recorded outside an
         # open statement (a rollback returns exactly to its checkpoint, so it frees nothing older).
         self.free_epoch = 0
+        self.commits = 0   # statements committed so far: between two commits, searches start from one state
         self._build_tasks(snapshot, tasks if tasks is not None else TaskTable.from_snapshot(snapshot))
         self._order_cache: dict[tuple, list] = {}
         self._topology = None  # TopologyIndex, built on first use
@@ -663,10 +664,20 @@ class Session:
         bookkeeping (a whole GPU taken from idle when a group's memory is all releasing) is not undone by a
         removal, so doing so would drift."""
         self.job_version[self.task_job[i]] += 1
-        if self._simple_apply and self.kind_list[i] <= KIND_WHOLE and new.shadow is None and i not in self.shadow \
-                and i not in self.mig_req:
-            self._apply_simple(i, new)
-            return
+        if self._simple_apply and self.kind_list[i] <= KIND_WHOLE and i not in self.mig_req:
+            old_shadow = self.shadow.get(i)
+            if new.shadow is None and old_shadow is None:
+                self._apply_simple(i, new)
+                return
+            if self._move_apply:
+                if old_shadow is None and new.status != "releasing" and \
+                        self._is_own_copy(new.shadow, self.status[i], self.node[i], self.groups[i], self.indices[i]):
+                    self._apply_simple(i, new, keep_old=True)   # a move: the releasing placement stays as its copy
+                    return
+                if new.shadow is None and self.node[i] >= 0 and self.status[i] in ACTIVE_ALLOCATED and \
+                        self._is_own_copy(old_shadow, new.status, new.node, new.groups, new.indices):
+                    self._apply_simple(i, new, reuse_new=True)  # a move undone: its copy is the placement again
+                    return
         gone = self._copies(self._state(i))
         added = []
         for c in self._copies(new):
@@ -698,10 +709,26 @@ class Session:
     _simple_apply = True
     """Use :meth:`_apply_simple` where it applies (tests compare it with the general path)."""
 
-    def _apply_simple(self, i: int, new: _TaskState) -> None:
+    _move_apply = True
+    """Let :meth:`_apply_simple` take a move and its undoing too (tests compare it with the general path)."""
+
+    @staticmethod
+    def _is_own_copy(shadow, status: str, node: int, groups, indices) -> bool:
+        """Whether ``shadow`` (a task's releasing copies) is exactly one copy, the releasing placement
+        ``(status, node, groups, indices)``: the copy :meth:`_copies` matches with that placement."""
+        if shadow is None or len(shadow) != 1 or status != "releasing" or node < 0:
+            return False
+        sn, sg, si, _ = shadow[0]
+        return sn == node and list(sg) == list(groups) and list(si) == list(indices)
+
+    def _apply_simple(self, i: int, new: _TaskState, keep_old: bool = False, reuse_new: bool = False) -> None:
         """:meth:`_apply` for a task without shared GPU, MIG instances or releasing copies of earlier moves (on
         either side): at most one placement changes, accounted with the same calls in the same order, and a
-        status change on the same node writes the node's derived rows once."""
+        status change on the same node writes the node's derived rows once.
+
+        Also a move of such a task (``keep_old``: its releasing placement becomes the move's only copy, which
+        the general path leaves where it is) and its undoing (``reuse_new``: that copy becomes the releasing
+        placement again), with the general path's calls in its order."""
         st0, n0 = self.status[i], self.node[i]
         occ0 = n0 >= 0 and st0 in OCCUPIES_NODE
         occ1 = new.node >= 0 and new.status in OCCUPIES_NODE
@@ -710,8 +737,8 @@ class Session:
         whole = self.kind_list[i] == KIND_WHOLE
         ns = self.nodes
         vec = self.task_vector(i)
-        same_node = occ0 and occ1 and n0 == new.node
-        if occ0 and change:
+        same_node = occ0 and occ1 and n0 == new.node and not reuse_new
+        if occ0 and change and not keep_old:
             ns.remove(n0, vec, st0, None, self._whole_slots(i, n0, st0) if whole else None, owner=i,
                       derive=not same_node)
             self.predicates.remove(i, n0)
@@ -724,12 +751,15 @@ class Session:
         self.groups[i] = new.groups
         self.indices[i] = new.indices
         self.accepted[i] = new.accepted
-        self.shadow.pop(i, None)
+        if new.shadow is None:
+            self.shadow.pop(i, None)
+        else:
+            self.shadow[i] = new.shadow
         if new.evict_prior is None:
             self.evict_prior.pop(i, None)
         else:
             self.evict_prior[i] = new.evict_prior
-        if occ1 and change:
+        if occ1 and change and not reuse_new:
             n1 = new.node
             ns.add(n1, vec, new.status, None, self._whole_slots(i, n1, new.status) if whole else None, owner=i)
             self.predicates.add(i, n1)
@@ -1107,20 +1137,10 @@ class Session:
         """Per node, task ``i``'s local score where it fits and ``-inf`` where it does not, from the cache per
         request shape that :meth:`best_node` keeps (refreshed for the nodes changed since its last use; do not
         modify the result). None when the request is scored in full each time (see :meth:`best_node`)."""
-        k = self.kind_list[i]
-        strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
-        if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
-                or i in self.mig_req):
-            return None
-        key = self._shape_keys.get(i) if self._dra_nodes is None else None
+        key = self.shape_key(i)
         if key is None:
-            static = self.predicates.static(i)[0]
-            key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
-                   None if static is None else id(static),
-                   None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i),
-                                                         self.dra_blocked.get(i)))
-            if self._dra_nodes is None:   # a task's request and static mask stay; its DRA pins do not
-                self._shape_keys[i] = key
+            return None
+        k = key[0]
         log = self.nodes.change_log
         entry = self._order_cache.get(key)
         if entry is None:
@@ -1150,6 +1170,25 @@ class Session:
                 entry[1][dirty] = np.where(f.fits, f.local, -np.inf)
             entry[0] = len(log)
         return entry[1]
+
+    def shape_key(self, i: int) -> Optional[tuple]:
+        """The request shape of task ``i`` that :meth:`node_values` caches under: two tasks of one shape fit and
+        score every node alike in every state. None when the request is scored in full each time."""
+        k = self.kind_list[i]
+        strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
+        if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
+                or i in self.mig_req):
+            return None
+        key = self._shape_keys.get(i) if self._dra_nodes is None else None
+        if key is None:
+            static = self.predicates.static(i)[0]
+            key = (k, float(self.node_gpu[i]), int(self.dev[i]), float(self.cpu[i]), float(self.mem[i]),
+                   None if static is None else id(static),
+                   None if self._dra_nodes is None else (self.dra_task[i], self.dra_pin.get(i),
+                                                         self.dra_blocked.get(i)))
+            if self._dra_nodes is None:   # a task's request and static mask stay; its DRA pins do not
+                self._shape_keys[i] = key
+        return key
 
     # ================================================================== placing one task
 

@@ -198,19 +198,20 @@ class NodeState:
         else:
             self.idle[n] -= vec
         if whole_slots:
+            sw, so = self.slot_whole, self.slot_owner   # .item(): plain ints, not numpy scalars, to compare
             for s in whole_slots:
-                cur = self.slot_whole[n, s]
-                if status == "releasing" and cur == SLOT_RELEASING and self.slot_owner[n, s] not in (-1, owner):
+                cur = sw.item(n, s)
+                if status == "releasing" and cur == SLOT_RELEASING and so.item(n, s) not in (-1, owner):
                     continue  # a task pipelined onto another pod's releasing device, evicted: that pod stays owner
                 if status == "releasing":
-                    self.slot_whole[n, s] = SLOT_RELEASING
+                    sw[n, s] = SLOT_RELEASING
                 elif status == "pipelined":
-                    self.slot_whole[n, s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
+                    sw[n, s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
                 else:
-                    self.slot_whole[n, s] = SLOT_ACTIVE
+                    sw[n, s] = SLOT_ACTIVE
                 if status == "pipelined" and cur == SLOT_RELEASING:
                     continue  # the releasing owner stays recorded; the slot is shared in time
-                self.slot_owner[n, s] = owner
+                so[n, s] = owner
         for slot, mem in shared or ():
             self._add_shared(n, slot, mem, status)
         if derive:
@@ -230,17 +231,18 @@ class NodeState:
         else:
             self.idle[n] += vec
         if whole_slots:
+            sw, so = self.slot_whole, self.slot_owner
             for s in whole_slots:
-                cur = self.slot_whole[n, s]
+                cur = sw.item(n, s)
                 if status == "pipelined" and cur == SLOT_PIPELINED:
-                    self.slot_whole[n, s] = SLOT_RELEASING
+                    sw[n, s] = SLOT_RELEASING
                     continue
-                if status == "releasing" and cur == SLOT_RELEASING and self.slot_owner[n, s] not in (-1, owner,
-                                                                                                     ANONYMOUS):
+                own = so.item(n, s)
+                if status == "releasing" and cur == SLOT_RELEASING and own not in (-1, owner, ANONYMOUS):
                     continue  # the inverse of the case in add: the other releasing pod keeps the device
-                if self.slot_owner[n, s] in (owner, ANONYMOUS) or status != "pipelined":
-                    self.slot_whole[n, s] = SLOT_FREE
-                    self.slot_owner[n, s] = -1
+                if own in (owner, ANONYMOUS) or status != "pipelined":
+                    sw[n, s] = SLOT_FREE
+                    so[n, s] = -1
         for slot, mem in shared or ():
             self._remove_shared(n, slot, mem, status)
         if derive:

@@ -167,6 +167,7 @@ class Statement:
         (``framework/statement.go: Commit``), so that decision stands even if a later statement of the session
         evicts the task again."""
         s = self.session
+        s.commits += 1
         for task in dict.fromkeys(op[0] for op in self._ops):
             status = s.status[task]
             if status in ("binding", "pipelined"):
