@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import html
 import io
+import logging
+from functools import partial
 
 import pandas as pd
 import panel as pn
+from panel.io.state import set_curdoc
 
 from .. import display
 from ..models import WhatIfModel
+from ..whatif_jobs import COMPUTING, INTERIM, STEADY, WhatIfUpdate
 from .base import View
 from .common import download_button, keyed, number_formatters, table, update_table
 from .plots import GroupedBars
@@ -44,6 +48,17 @@ PLACEMENT_NOTE = ("<b>Only pending jobs move.</b> KAI never moves a running pod 
                   "(docs/placement-quality.md).")
 
 
+PROGRESS_MS = 250
+"""How often the "computing… X ms so far" line ticks while a run is in flight."""
+DIMMED = {"opacity": "0.45"}
+"""The previous result's tables while the first cycle of a new run is computing."""
+_STATUS_STYLE = {
+    COMPUTING: "background:rgba(148,163,184,.14);border-left:4px solid #94a3b8",
+    INTERIM: "background:rgba(245,158,11,.14);border-left:4px solid #f59e0b",
+    STEADY: "background:rgba(52,211,153,.10);border-left:4px solid #34d399"}
+log = logging.getLogger("kaidash.whatif")
+
+
 def _fmt(value, kind: str) -> str:
     if value is None:
         return "–"
@@ -67,11 +82,14 @@ def _delta(b, a, kind: str) -> str:
     return sign + (display.number(abs(d), 0) if kind == "int" else display.gpus(abs(d)))
 
 
-def summary_rows(summary: pd.DataFrame) -> pd.DataFrame:
-    """The model's raw summary as text: a label with the unit, before, after, Δ."""
+def summary_rows(summary: pd.DataFrame, interim: bool = False) -> pd.DataFrame:
+    """The model's raw summary as text: a label with the unit, before, after, Δ (``interim``: the after side
+    has not settled, so its cycle count is "so far")."""
     rows = []
     for r in summary.itertuples():
         label, kind = SUMMARY_ROWS.get(r.metric, (r.metric.replace("_", " "), "gpus"))
+        if interim and r.metric == "cycles_run":
+            label = "cycles run (after: so far, still settling)"
         rows.append({"metric": label, "before": _fmt(r.before, kind), "after": _fmt(r.after, kind),
                      "delta": _delta(r.before, r.after, kind)})
     return keyed(pd.DataFrame(rows, columns=["metric", "before", "after", "delta"]), "metric")
@@ -148,17 +166,21 @@ class WhatIfView(View):
         self.jobs = table(pd.DataFrame(columns=["job", "queue", "before", "after", "explanation"]), height=220,
                           name="whatif-jobs",
                           empty="No job changes outcome")
-        self.result = result = pn.Column(self.changes, self.outcome,
-                           pn.Card(self.summary, title="Cluster: before | after | Δ", sizing_mode="stretch_width",
-                                   collapsible=False),
-                           pn.Card(self.queues, title="Per queue: before | after | Δ", sizing_mode="stretch_width",
-                                   collapsible=False),
-                           pn.Card(pn.pane.Bokeh(self.bars.fig, sizing_mode="stretch_width"),
-                                   title="GPU fair share per queue: before and after", sizing_mode="stretch_width",
-                                   collapsible=False),
-                           pn.Card(self.jobs, title="Jobs whose outcome changes", sizing_mode="stretch_width",
-                                   collapsible=False),
-                           sizing_mode="stretch_width")
+        self.status = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.cards = pn.Column(
+            pn.Card(self.summary, title="Cluster: before | after | Δ", sizing_mode="stretch_width",
+                    collapsible=False),
+            pn.Card(self.queues, title="Per queue: before | after | Δ", sizing_mode="stretch_width",
+                    collapsible=False),
+            pn.Card(pn.pane.Bokeh(self.bars.fig, sizing_mode="stretch_width"),
+                    title="GPU fair share per queue: before and after", sizing_mode="stretch_width",
+                    collapsible=False),
+            pn.Card(self.jobs, title="Jobs whose outcome changes", sizing_mode="stretch_width", collapsible=False),
+            sizing_mode="stretch_width", margin=0)
+        self.result = result = pn.Column(self.changes, self.status, self.outcome, self.cards,
+                                         sizing_mode="stretch_width")
+        self._ticker = None
+        self._session_hooked = False
         self._load_sliders()
         return pn.Row(controls, result, sizing_mode="stretch_width")
 
@@ -221,8 +243,46 @@ class WhatIfView(View):
                                   f'nothing).</div>')
 
     def _rerun(self) -> None:
-        self.model.run()
+        """Re-run for the current edits: on this model's worker thread when served (the page shows progress and
+        each cycle's interim diff; a newer move supersedes this one), else here (a notebook, a test)."""
+        doc = pn.state.curdoc
+        if doc is None or doc.session_context is None:
+            self.model.run()
+            self._render()
+            return
+        if not self._session_hooked:
+            self._session_hooked = True
+            doc.on_session_destroyed(lambda ctx: self.model.cancel())
+        self.model.submit(partial(self._notify, doc))
         self._render()
+        if self.model.running:
+            self._start_ticker()
+
+    def _notify(self, doc, update: WhatIfUpdate) -> None:
+        # worker thread: the document may only be touched from its event loop
+        doc.add_next_tick_callback(partial(self._on_update, doc, update))
+
+    def _on_update(self, doc, update: WhatIfUpdate) -> None:
+        with set_curdoc(doc):
+            if self.model.accept(update):
+                self._render()
+            if not self.model.running:
+                self._stop_ticker()
+
+    def _start_ticker(self) -> None:
+        if self._ticker is None:
+            self._ticker = pn.state.add_periodic_callback(self._tick_progress, period=PROGRESS_MS)
+
+    def _stop_ticker(self) -> None:
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+
+    def _tick_progress(self) -> None:
+        if self.model.running:
+            self.status.object = self._status_html()
+        else:
+            self._stop_ticker()
 
     def _modified_yaml(self):
         return io.StringIO(self.model.modified_snapshot_text("yaml"))
@@ -231,11 +291,11 @@ class WhatIfView(View):
 
     def fold(self):
         # first screen: the controls and the before | after tables; the fair-share chart and job changes below
-        return [(self.result, 4)]
+        return [(self.cards, 2)]
 
     def _update(self):
         # The what-if works on its pinned base: new live ticks do not move it (press "Pin latest live state").
-        if self.model.diff is None and not self.model.error:
+        if self.model.diff is None and not self.model.error and not self.model.running:
             self._rerun()
 
     def refresh(self, force: bool = False) -> bool:
@@ -248,23 +308,50 @@ class WhatIfView(View):
         m = self.model
         self.base_info.object = (f'<div class="kd-muted">Base: {html.escape(m.base_label)}. Your what-if only: '
                                  f'nobody else sees these edits.</div>')
-        if m.error or m.diff is None:
+        self.status.object = self._status_html()
+        self.cards.styles = DIMMED if (m.phase == COMPUTING and m.diff is not None) else {"opacity": "1"}
+        if m.error or (m.diff is None and not m.running):
             self.changes.object = (f'<div class="kd-banner" data-whatif="error">The what-if could not run: '
                                    f'{html.escape(m.error or "no result")}. Nothing below is a result; change the '
                                    f'input or press Reset edits.</div>')
             self.outcome.object = ""
             self._show(pd.DataFrame(columns=["metric", "before", "after"]), m.queue_diff(), m.job_changes())
             return
-        described = m.diff.overrides.describe()
+        described = (m.requested if m.requested is not None else m.diff.overrides).describe()
         what = "; ".join(html.escape(x) for x in described) if described else "no change (before = after)"
         self.changes.object = (f'<div class="kd-explain"><b>What-if:</b> <span data-whatif="overrides">{what}</span>'
-                               f' <span class="kd-muted">· re-run to steady state in {m.run_ms:,.0f} ms</span></div>')
-        why = m.nothing_started()
+                               f'</div>')
+        why = m.nothing_started() if m.phase == STEADY else None     # "starts nothing" only once settled
         self.outcome.object = (f'<div class="kd-note" data-whatif="nothing">{html.escape(why)}</div>' if why else "")
-        self._show(m.summary(), m.queue_diff(), m.job_changes())
+        if m.diff is None or m.phase == COMPUTING:
+            return                      # the previous result stays (dimmed) until this run's first cycle lands
+        self._show(m.summary(), m.queue_diff(), m.job_changes(), interim=m.phase == INTERIM)
 
-    def _show(self, summary: pd.DataFrame, queues: pd.DataFrame, jobs: pd.DataFrame) -> None:
-        update_table(self.summary, summary_rows(summary))
+    def _status_html(self) -> str:
+        """The run's state in one line, with a ``data-whatif`` marker: computing, interim or steady."""
+        m = self.model
+        if m.phase not in _STATUS_STYLE:
+            return ""
+        if m.phase == COMPUTING:
+            first = (f"cycle {m.cycle + 1} of the base (the pinned state as it is; once per pin)"
+                     if m.side == "base" else "cycle 1")
+            shown = (" The tables below still show the previous what-if (dimmed) until cycle 1 lands."
+                     if m.diff is not None else "")
+            text = (f'<b>Computing…</b> {first}, {m.elapsed_ms():,.0f} ms so far.'
+                    f'<span class="kd-muted">{shown}</span>')
+        elif m.phase == INTERIM:
+            text = (f'<b>Interim: cycle {m.cycle} of up to {m.cycles}, still settling</b> · '
+                    f'{m.elapsed_ms():,.0f} ms so far. The after column can still change; the final result '
+                    f'replaces it.')
+        else:
+            how = "from this pin's cache (computed before)" if m.cached else "computed now"
+            text = (f'<b>Steady state after {m.cycle} cycle{"s" if m.cycle != 1 else ""} in {m.run_ms:,.0f} ms</b>'
+                    f' <span class="kd-muted">· {how}</span>')
+        return (f'<div data-whatif="{m.phase}" role="status" style="padding:6px 12px;border-radius:4px;'
+                f'{_STATUS_STYLE[m.phase]}">{text}</div>')
+
+    def _show(self, summary: pd.DataFrame, queues: pd.DataFrame, jobs: pd.DataFrame, interim: bool = False) -> None:
+        update_table(self.summary, summary_rows(summary, interim))
         update_table(self.queues, keyed(queues, "queue"))
         self.bars.update(list(queues["queue"]), {"before": list(queues["fair_share_before"]),
                                                  "after": list(queues["fair_share_after"])})
