@@ -505,6 +505,7 @@ class WhatIfModel(ViewModel):
         self.started_at: Optional[float] = None
         self.requested = None          # the WhatIf of the latest run (shown while it computes)
         self.side = ""                 # the side the latest update's cycle belongs to: base or modified
+        self._applied = (0, 0)         # (generation, seq) of the update on screen
         self.pin()
 
     # ------------------------------------------------------------------------------------ base snapshot
@@ -667,9 +668,10 @@ class WhatIfModel(ViewModel):
 
         A newer call supersedes a running one (it stops at its next cycle boundary; nothing it produces later
         is delivered). ``notify(update)`` is called on the worker thread after every cycle and at the end; the
-        caller hands each update back to :meth:`accept` on its own thread. Returns the final update, already
-        accepted, when the result is known without running (a cached override set, bad overrides, no
-        snapshot); ``None`` while it runs (``phase`` is then ``computing``)."""
+        caller hands each update back to :meth:`accept` on its own thread (an override the snapshot rejects
+        arrives as an ``error`` update). Returns the final update, already accepted, when the result is known
+        without running (a cached override set, no snapshot); ``None`` while it runs (``phase`` is then
+        ``computing``)."""
         import time
 
         from scheduler.errors import KaidashError
@@ -695,10 +697,12 @@ class WhatIfModel(ViewModel):
         return None
 
     def accept(self, update: WhatIfUpdate) -> bool:
-        """Apply ``update`` if it belongs to the latest request (on the UI's thread); returns whether it did.
+        """Apply ``update`` if it belongs to the latest request and is newer than the one shown (on the UI's
+        thread); returns whether it did.
         An interim update shows its diff; an error clears the result (no stale tables under a banner)."""
-        if not self._jobs.is_current(update.generation):
+        if not self._jobs.is_current(update.generation) or not update.newer_than(self._applied):
             return False
+        self._applied = (update.generation, update.seq)
         self.cycle, self.cached, self.side = update.cycle, update.cached, update.side
         if update.phase == ERROR:
             self.error, self.diff = update.error, None

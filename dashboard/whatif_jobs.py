@@ -3,8 +3,10 @@
 :class:`LatestWins` owns at most one worker thread per session's what-if. :meth:`LatestWins.submit` replaces
 whatever is waiting or running: the running request is abandoned at its next cycle boundary (its hook raises
 :class:`Superseded`) and nothing it produced afterwards is delivered. Every delivery is a :class:`WhatIfUpdate`
-carrying the request's ``generation``; the receiver drops an update whose generation is no longer the latest
-(:meth:`LatestWins.is_current`), which closes the gap between the worker's check and the UI applying it.
+carrying the request's ``generation`` and a ``seq`` that grows with every update; the receiver drops an update
+whose generation is no longer the latest (:meth:`LatestWins.is_current`), which closes the gap between the
+worker's check and the UI applying it, and one older than what it already applied (an event loop need not run
+callbacks scheduled from another thread in the order they were scheduled).
 
 :class:`ResultCache` keeps finished diffs per override set (a small LRU); one cache belongs to one pinned
 snapshot's runner, so re-pinning starts a new one and a run still finishing on the old base cannot fill it.
@@ -19,7 +21,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from scheduler.errors import KaidashError
@@ -39,7 +41,8 @@ class WhatIfUpdate:
 
     ``phase``: ``computing`` (a cycle of the base side finished; no diff yet), ``interim`` (``diff`` as it stands
     after ``cycle`` of the modified side), ``steady`` (the final ``diff``) or ``error`` (``error``: the message).
-    ``elapsed_ms``: since the request was submitted; ``cached``: the final diff came from :class:`ResultCache`.
+    ``elapsed_ms``: since the request was submitted; ``cached``: the final diff came from :class:`ResultCache`;
+    ``seq``: the update's place among its request's updates (1, 2, …; later updates supersede earlier ones).
     """
 
     generation: int
@@ -51,6 +54,11 @@ class WhatIfUpdate:
     error: str = ""
     cached: bool = False
     side: str = "modified"
+    seq: int = 0
+
+    def newer_than(self, applied: tuple[int, int]) -> bool:
+        """Whether this update comes after ``applied`` (a ``(generation, seq)`` already shown)."""
+        return (self.generation, self.seq) > applied
 
 
 def overrides_key(overrides: dict, cycles: int) -> str:
@@ -95,6 +103,7 @@ class _Request:
     cache: ResultCache
     notify: Callable[[WhatIfUpdate], None]
     submitted: float
+    seq: int = 0
 
 
 class LatestWins:
@@ -162,12 +171,13 @@ class LatestWins:
     def _deliver(self, req: _Request, update: WhatIfUpdate) -> None:
         if not self.is_current(req.generation):
             raise Superseded
+        req.seq += 1
         try:
-            req.notify(update)
+            req.notify(replace(update, seq=req.seq))
         except Superseded:
             raise
         except Exception:        # the page went away: the run is of no use to anyone
-            log.debug("what-if update could not be delivered", exc_info=True)
+            log.warning("what-if update could not be delivered; the run stops", exc_info=True)
             raise Superseded from None
 
     def _run(self, req: _Request) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import html
 import io
-import logging
+import threading
 from functools import partial
 
 import pandas as pd
 import panel as pn
+from panel.io.callbacks import PeriodicCallback
 from panel.io.state import set_curdoc
 
 from .. import display
@@ -56,7 +57,6 @@ _STATUS_STYLE = {
     COMPUTING: "background:rgba(148,163,184,.14);border-left:4px solid #94a3b8",
     INTERIM: "background:rgba(245,158,11,.14);border-left:4px solid #f59e0b",
     STEADY: "background:rgba(52,211,153,.10);border-left:4px solid #34d399"}
-log = logging.getLogger("kaidash.whatif")
 
 
 def _fmt(value, kind: str) -> str:
@@ -181,6 +181,9 @@ class WhatIfView(View):
                                          sizing_mode="stretch_width")
         self._ticker = None
         self._session_hooked = False
+        self._pending_lock = threading.Lock()
+        self._pending: WhatIfUpdate | None = None
+        self._drain_scheduled = False
         self._load_sliders()
         return pn.Row(controls, result, sizing_mode="stretch_width")
 
@@ -259,10 +262,20 @@ class WhatIfView(View):
             self._start_ticker()
 
     def _notify(self, doc, update: WhatIfUpdate) -> None:
-        # worker thread: the document may only be touched from its event loop
-        doc.add_next_tick_callback(partial(self._on_update, doc, update))
+        # worker thread: the document may only be touched from its event loop. One drain callback at a time
+        # takes the newest update: a slow page skips interim diffs instead of queueing them behind each other.
+        with self._pending_lock:
+            self._pending = update
+            if self._drain_scheduled:
+                return
+            self._drain_scheduled = True
+        doc.add_next_tick_callback(partial(self._drain, doc))
 
-    def _on_update(self, doc, update: WhatIfUpdate) -> None:
+    def _drain(self, doc) -> None:
+        with self._pending_lock:
+            update, self._pending, self._drain_scheduled = self._pending, None, False
+        if update is None:
+            return
         with set_curdoc(doc):
             if self.model.accept(update):
                 self._render()
@@ -271,7 +284,9 @@ class WhatIfView(View):
 
     def _start_ticker(self) -> None:
         if self._ticker is None:
-            self._ticker = pn.state.add_periodic_callback(self._tick_progress, period=PROGRESS_MS)
+            # background: the line itself shows the work, the header's busy spinner need not blink with it
+            self._ticker = PeriodicCallback(callback=self._tick_progress, period=PROGRESS_MS, background=True)
+            self._ticker.start()
 
     def _stop_ticker(self) -> None:
         if self._ticker is not None:
@@ -345,6 +360,8 @@ class WhatIfView(View):
                     f'replaces it.')
         else:
             how = "from this pin's cache (computed before)" if m.cached else "computed now"
+            if m.diff is not None and m.diff.overrides.is_empty():
+                how = "no edits yet: the pinned state itself, so before = after · " + how
             text = (f'<b>Steady state after {m.cycle} cycle{"s" if m.cycle != 1 else ""} in {m.run_ms:,.0f} ms</b>'
                     f' <span class="kd-muted">· {how}</span>')
         return (f'<div data-whatif="{m.phase}" role="status" style="padding:6px 12px;border-radius:4px;'
