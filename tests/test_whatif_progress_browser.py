@@ -1,0 +1,99 @@
+"""The What-if view in headless Chromium while the engine works: a quota slider released on the 64-node what-if
+cluster (``bench/whatif_latency.py``: 4 cycles to steady state) shows "computing" at once, an interim diff after
+each cycle and then the steady state the engine computes; a second move during a run wins and the first one's
+result never shows; no console error.
+
+The server is the real ``kaidash serve`` in a subprocess on loopback, stopped at the end. Screenshots go to
+``artifacts/screenshots/`` (gitignored).
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench.whatif_browser import MARKERS_JS, drag_slider, wait_settled
+from bench.whatif_latency import cluster_64
+from scheduler.snapshot_io import save_snapshot
+from scheduler.whatif import WhatIf, WhatIfRunner
+from test_dashboard_browser import SHOTS, Page, Server, browser  # noqa: F401 - fixtures shared
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    snap = cluster_64()
+    path = tmp_path_factory.mktemp("whatif64") / "cluster64.yaml"
+    save_snapshot(snap, path)
+    server = Server("--snapshot", str(path), "--data-dir", str(path.parent))
+    yield server, snap
+    server.stop()
+
+
+def _open(browser, server, width: int, height: int) -> Page:
+    page = Page(browser)
+    page.page.set_viewport_size({"width": width, "height": height})
+    page.open(f"{server.url}?view=whatif&queue=vision")
+    page.page.locator('[data-whatif="steady"]').wait_for(timeout=120_000)    # the base, at steady state
+    page.page.evaluate(MARKERS_JS)
+    return page
+
+
+def _quota(page) -> float:
+    text = page.page.locator('[data-whatif="overrides"]').inner_text()
+    return float(re.search(r"gpu quota ([\d.]+)", text).group(1))
+
+
+def _after(page, metric: str) -> str:
+    """The summary table's "after" cell of ``metric``."""
+    row = page.page.locator(".tabulator-row", has_text=metric).first
+    return row.locator('.tabulator-cell[tabulator-field="after"]').inner_text().strip()
+
+
+def test_quota_move_shows_computing_then_interim_diffs_then_the_engines_steady_state(cluster, browser):
+    server, snap = cluster
+    page = _open(browser, server, 1280, 720)
+    drag_slider(page.page, "GPU quota", 160, 0, 512)
+    page.page.locator('[data-whatif="computing"], [data-whatif="interim"]').first.wait_for(timeout=30_000)
+    page.page.screenshot(path=str(SHOTS / "whatif-progress-computing-1280x720.png"))
+    events = wait_settled(page.page)
+    kinds = [k for k, _, _ in events]
+    assert kinds[0] == "computing" and kinds[-1] == "steady", events
+    assert "interim" in kinds and "error" not in kinds
+    assert "computing" not in kinds[kinds.index("interim"):]            # never back to "computing"
+    cycles = [int(re.search(r"cycle (\d+) of up to 10", x).group(1)) for k, _, x in events if k == "interim"]
+    assert cycles == sorted(cycles) and cycles[0] == 1
+    times = [t for _, t, _ in events]
+    assert times == sorted(times)
+    quota = _quota(page)
+    expected = WhatIfRunner(snap).run(WhatIf.from_dict({"queues": {"vision": {"gpu": {"quota": quota}}}}))
+    steady = events[-1][2]
+    assert f"Steady state after {expected.after.cycles_run} cycles" in steady
+    assert max(cycles) < expected.after.cycles_run
+    started = sum(expected.after.started.values())
+    page.page.wait_for_timeout(300)
+    assert _after(page, "jobs started") == str(started)              # after column: the engine's number
+    page.page.screenshot(path=str(SHOTS / "whatif-progress-steady-1280x720.png"))
+    assert page.errors == []
+    page.close()
+
+
+def test_a_second_move_during_a_run_wins(cluster, browser):
+    server, snap = cluster
+    page = _open(browser, server, 1440, 900)
+    drag_slider(page.page, "GPU quota", 200, 0, 512)
+    page.page.locator('[data-whatif="computing"], [data-whatif="interim"]').first.wait_for(timeout=30_000)
+    first_quota = _quota(page)
+    drag_slider(page.page, "GPU quota", 130, 0, 512)                  # while the first still runs
+    events = wait_settled(page.page)
+    quota = _quota(page)
+    assert quota != first_quota and quota < 160
+    assert [k for k, _, _ in events].count("steady") == 1              # only the second move's result lands
+    expected = WhatIfRunner(snap).run(WhatIf.from_dict({"queues": {"vision": {"gpu": {"quota": quota}}}}))
+    assert f"Steady state after {expected.after.cycles_run} cycle" in events[-1][2]
+    page.page.wait_for_timeout(300)
+    assert _after(page, "jobs started") == str(sum(expected.after.started.values()))
+    assert page.errors == []
+    page.close()
