@@ -215,3 +215,32 @@ def test_result_cache_drops_the_least_recently_used():
     assert cache.get("a") == ("A", 1.0)                     # a is now the most recent
     cache.put("c", "C", 3.0)
     assert cache.get("b") is None and cache.get("a") == ("A", 1.0) and len(cache) == 2
+
+
+# ----------------------------------------------------------------------------------------- the view
+
+def test_view_marks_interim_and_steady_results(state):
+    from dashboard.views import WhatIfView
+
+    view = WhatIfView(state)                                  # no server: the first run is synchronous
+    assert 'data-whatif="steady"' in view.status.object and "no edits yet" in view.status.object
+    m = view.model
+    _edit(m, "llm", 0.0)
+    got, notify = _collector()
+    m.submit(notify)
+    view._render()
+    assert 'data-whatif="computing"' in view.status.object and "cycle 1" in view.status.object
+    assert view.cards.styles.get("opacity") == "0.45"        # the previous result, dimmed
+    m.wait(60)
+    assert m.accept(got[0]) and got[0].phase == INTERIM
+    view._render()
+    assert 'data-whatif="interim"' in view.status.object and "cycle 1 of up to 10, still settling" in view.status.object
+    assert view.card_summary.title == "Cluster: before | after cycle 1, still settling | Δ"
+    assert "so far" in view.summary.value["metric"].iloc[3] and view.cards.styles.get("opacity") == "1"
+    assert view.outcome.object == ""                          # no "starts nothing" verdict before it settles
+    assert m.accept(got[-1])
+    view._render()
+    assert f"Steady state after {got[-1].cycle} cycles" in view.status.object
+    assert view.card_summary.title == "Cluster: before | after | Δ"
+    after = dict(zip(view.summary.value["metric"], view.summary.value["after"]))
+    assert after["jobs started"] == str(sum(got[-1].diff.after.started.values()))

@@ -49,6 +49,12 @@ PLACEMENT_NOTE = ("<b>Only pending jobs move.</b> KAI never moves a running pod 
                   "(docs/placement-quality.md).")
 
 
+CARD_TITLES = ("Cluster: before | after | Δ", "Per queue: before | after | Δ",
+               "GPU fair share per queue: before and after", "Jobs whose outcome changes")
+INTERIM_TITLES = ("Cluster: before | after cycle {n}, still settling | Δ",
+                  "Per queue: before | after cycle {n}, still settling | Δ",
+                  "GPU fair share per queue: before and after", "Jobs whose outcome changes so far (cycle {n})")
+"""Card titles while an interim diff shows: the after column is a state the run passes through."""
 PROGRESS_MS = 250
 """How often the "computing… X ms so far" line ticks while a run is in flight."""
 DIMMED = {"opacity": "0.45"}
@@ -167,16 +173,15 @@ class WhatIfView(View):
                           name="whatif-jobs",
                           empty="No job changes outcome")
         self.status = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.cards = pn.Column(
-            pn.Card(self.summary, title="Cluster: before | after | Δ", sizing_mode="stretch_width",
-                    collapsible=False),
-            pn.Card(self.queues, title="Per queue: before | after | Δ", sizing_mode="stretch_width",
-                    collapsible=False),
-            pn.Card(pn.pane.Bokeh(self.bars.fig, sizing_mode="stretch_width"),
-                    title="GPU fair share per queue: before and after", sizing_mode="stretch_width",
-                    collapsible=False),
-            pn.Card(self.jobs, title="Jobs whose outcome changes", sizing_mode="stretch_width", collapsible=False),
-            sizing_mode="stretch_width", margin=0)
+        self.card_summary = pn.Card(self.summary, title=CARD_TITLES[0], sizing_mode="stretch_width",
+                                    collapsible=False)
+        self.card_queues = pn.Card(self.queues, title=CARD_TITLES[1], sizing_mode="stretch_width",
+                                   collapsible=False)
+        self.card_bars = pn.Card(pn.pane.Bokeh(self.bars.fig, sizing_mode="stretch_width"), title=CARD_TITLES[2],
+                                 sizing_mode="stretch_width", collapsible=False)
+        self.card_jobs = pn.Card(self.jobs, title=CARD_TITLES[3], sizing_mode="stretch_width", collapsible=False)
+        self.cards = pn.Column(self.card_summary, self.card_queues, self.card_bars, self.card_jobs,
+                               sizing_mode="stretch_width", margin=0)
         self.result = result = pn.Column(self.changes, self.status, self.outcome, self.cards,
                                          sizing_mode="stretch_width")
         self._ticker = None
@@ -368,6 +373,9 @@ class WhatIfView(View):
                 f'{_STATUS_STYLE[m.phase]}">{text}</div>')
 
     def _show(self, summary: pd.DataFrame, queues: pd.DataFrame, jobs: pd.DataFrame, interim: bool = False) -> None:
+        titles = [t.format(n=self.model.cycle) for t in INTERIM_TITLES] if interim else CARD_TITLES
+        for card, title in zip((self.card_summary, self.card_queues, self.card_bars, self.card_jobs), titles):
+            card.title = title
         update_table(self.summary, summary_rows(summary, interim))
         update_table(self.queues, keyed(queues, "queue"))
         self.bars.update(list(queues["queue"]), {"before": list(queues["fair_share_before"]),
