@@ -176,8 +176,8 @@ class LatestWins:
             req.notify(replace(update, seq=req.seq))
         except Superseded:
             raise
-        except Exception:        # the page went away: the run is of no use to anyone
-            log.warning("what-if update could not be delivered; the run stops", exc_info=True)
+        except Exception as exc:        # the page went away: the run is of no use to anyone
+            log.info("what-if update not delivered (%s: %s); the run stops", type(exc).__name__, exc)
             raise Superseded from None
 
     def _run(self, req: _Request) -> None:

@@ -244,3 +244,25 @@ def test_view_marks_interim_and_steady_results(state):
     assert view.card_summary.title == "Cluster: before | after | Δ"
     after = dict(zip(view.summary.value["metric"], view.summary.value["after"]))
     assert after["jobs started"] == str(sum(got[-1].diff.after.started.values()))
+
+
+def test_releasing_a_slider_where_it_was_released_before_pin_runs_again(state):
+    import param
+
+    from dashboard.views import WhatIfView
+
+    view = WhatIfView(state)
+    view.model.queue = "vision"
+    start = view.model.quota
+
+    def release(value: float) -> None:                        # what the browser sends when a drag ends
+        with param.edit_constant(view.quota):
+            view.quota.value_throttled = value
+
+    release(start + 20)
+    assert view.model.quota == start + 20 and view.model.diff.overrides.queues
+    view._pin()                                               # edits gone, slider back at the queue's quota
+    view.model.queue = "vision"
+    assert view.model.quota == start and view.quota.value_throttled == start
+    release(start + 20)                                       # the same place as before the pin
+    assert view.model.quota == start + 20 and view.model.diff.overrides.queues

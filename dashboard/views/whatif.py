@@ -1,6 +1,10 @@
 """What-if: sliders and selectors over a pinned snapshot (live or a saved file); the engine re-runs to steady
 state as they move (throttled: on release) and the diff shows before | after | Δ side by side.
 
+The run happens on the session's what-if worker thread (``WhatIfModel.submit``), never in a widget callback: the
+page says "computing…" at once, shows each cycle's interim diff marked as such, then the steady state; a newer
+move supersedes a running one and a setting computed since the last pin comes back from the cache at once.
+
 Honest by construction: GPU sliders run from 0 to the cluster's GPUs (an "unlimited" box instead of a -1 step),
 an error clears the last result instead of leaving it under a banner, a placement strategy says that only
 pending jobs move (or re-places running work when asked), and a change that starts nothing says why.
@@ -16,6 +20,7 @@ from functools import partial
 
 import pandas as pd
 import panel as pn
+import param
 from panel.io.callbacks import PeriodicCallback
 from panel.io.state import set_curdoc
 
@@ -185,6 +190,7 @@ class WhatIfView(View):
         self.result = result = pn.Column(self.changes, self.status, self.outcome, self.cards,
                                          sizing_mode="stretch_width")
         self._ticker = None
+        self._loading = False
         self._session_hooked = False
         self._pending_lock = threading.Lock()
         self._pending: WhatIfUpdate | None = None
@@ -202,6 +208,8 @@ class WhatIfView(View):
     # ---------------------------------------------------------------------------------------- events
 
     def _set(self, name: str, value) -> None:
+        if self._loading:               # widgets following the model, not the user
+            return
         if getattr(self.model, name) != value:
             setattr(self.model, name, value)
             self._rerun()
@@ -224,7 +232,22 @@ class WhatIfView(View):
         self._rerun()
 
     def _load_sliders(self) -> None:
-        """Slider ranges from the pinned cluster (0 … its GPUs), values from the selected queue and pool."""
+        """Slider ranges from the pinned cluster (0 … its GPUs), values from the selected queue and pool.
+
+        Each slider's released value (``value_throttled``) follows too: otherwise, after Pin or Reset, releasing
+        a slider where it was last released would send nothing (browser and server both hold that value) and
+        the what-if would not run."""
+        self._loading = True
+        try:
+            self._load_slider_values()
+            for w in (self.quota, self.limit, self.weight, self.nodes, self.k_value, self.demand):
+                if w.value_throttled != w.value:
+                    with param.edit_constant(w):
+                        w.value_throttled = w.value
+        finally:
+            self._loading = False
+
+    def _load_slider_values(self) -> None:
         m = self.model
         total = max(1.0, m.cluster_gpus())
         for w, name in ((self.quota, "quota"), (self.limit, "limit")):
@@ -274,7 +297,12 @@ class WhatIfView(View):
             if self._drain_scheduled:
                 return
             self._drain_scheduled = True
-        doc.add_next_tick_callback(partial(self._drain, doc))
+        try:
+            doc.add_next_tick_callback(partial(self._drain, doc))
+        except Exception:
+            with self._pending_lock:
+                self._drain_scheduled = False
+            raise
 
     def _drain(self, doc) -> None:
         with self._pending_lock:
