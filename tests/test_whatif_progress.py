@@ -95,6 +95,15 @@ def _edit(m: WhatIfModel, queue: str, quota: float) -> None:
     m.quota = quota
 
 
+def _in_background(m: WhatIfModel, queue: str, quota: float) -> list[WhatIfUpdate]:
+    """Edit ``queue``'s quota, submit, wait: the updates the run delivered (none accepted yet)."""
+    got, notify = _collector()
+    _edit(m, queue, quota)
+    m.submit(notify)
+    assert m.wait(60)
+    return got
+
+
 def test_submit_delivers_interim_diffs_in_order_and_the_synchronous_result(state):
     m = WhatIfModel(state)
     m.run()                                                   # base cached, as after the page's first run
@@ -119,10 +128,7 @@ def test_submit_delivers_interim_diffs_in_order_and_the_synchronous_result(state
 def test_an_older_update_never_lands_after_a_newer_one(state):
     m = WhatIfModel(state)
     m.run()
-    _edit(m, "llm", 0.0)
-    got, notify = _collector()
-    m.submit(notify)
-    m.wait(60)
+    got = _in_background(m, "llm", 0.0)
     steady, interim = got[-1], got[0]
     assert m.accept(steady)
     assert not m.accept(interim) and m.phase == STEADY            # arrived late (event loop reordering): dropped
@@ -161,27 +167,20 @@ def test_a_newer_request_supersedes_a_running_one(state):
 def test_moving_back_is_a_cache_hit_with_the_same_diff_until_the_next_pin(state):
     m = WhatIfModel(state)
     m.run()
-    _edit(m, "llm", 0.0)
-    got, notify = _collector()
-    m.submit(notify)
-    m.wait(60)
-    m.accept(got[-1])
+    m.accept(_in_background(m, "llm", 0.0)[-1])
     first = m.diff
-    _edit(m, "llm", 40.0)
-    m.submit(notify)
-    m.wait(60)
-    m.accept(got[-1])
+    m.accept(_in_background(m, "llm", 40.0)[-1])
     assert m.diff is not first
     _edit(m, "llm", 0.0)                                     # back
-    before = len(got)
+    got, notify = _collector()
     hit = m.submit(notify)
     assert hit is not None and hit.phase == STEADY and hit.cached
-    assert len(got) == before and not m.running              # nothing ran
+    assert got == [] and not m.running                       # nothing ran
     assert m.diff is first and m.cached and m.cycle == first.after.cycles_run
     m.pin()                                                  # a new base: the old results do not apply
     _edit(m, "llm", 0.0)
     assert m.submit(notify) is None and m.running
-    m.wait(60)
+    assert m.wait(60) and got[-1].phase == STEADY and not got[-1].cached
 
 
 def test_bad_overrides_and_a_crashing_run_end_in_an_error_not_a_spinner(state):
@@ -255,14 +254,20 @@ def test_releasing_a_slider_where_it_was_released_before_pin_runs_again(state):
     view.model.queue = "vision"
     start = view.model.quota
 
-    def release(value: float) -> None:                        # what the browser sends when a drag ends
-        with param.edit_constant(view.quota):
-            view.quota.value_throttled = value
+    def drag(value: float, released: bool) -> None:
+        """What the browser sends: the value while sliding; on release ``value_throttled``, only when it
+        differs from the last one it sent."""
+        view.quota.value = value
+        if released and view.quota.value_throttled != value:
+            with param.edit_constant(view.quota):
+                view.quota.value_throttled = value
 
-    release(start + 20)
+    drag(start + 20, released=True)
     assert view.model.quota == start + 20 and view.model.diff.overrides.queues
     view._pin()                                               # edits gone, slider back at the queue's quota
     view.model.queue = "vision"
-    assert view.model.quota == start and view.quota.value_throttled == start
-    release(start + 20)                                       # the same place as before the pin
+    assert view.model.quota == start and view.quota.value == start and view.model.diff.overrides.is_empty()
+    drag(start + 20, released=True)                           # the same place as before the pin
     assert view.model.quota == start + 20 and view.model.diff.overrides.queues
+    drag(start + 30, released=False)                          # sliding elsewhere runs nothing until released
+    assert view.model.quota == start + 20

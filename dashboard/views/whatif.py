@@ -20,7 +20,6 @@ from functools import partial
 
 import pandas as pd
 import panel as pn
-import param
 from panel.io.callbacks import PeriodicCallback
 from panel.io.state import set_curdoc
 
@@ -131,7 +130,7 @@ class WhatIfView(View):
         self.pool = pn.widgets.Select.from_param(m.param.pool, name="Node pool")
         self.nodes = pn.widgets.IntSlider(name="Nodes added (+) / removed (-)", start=-16, end=16, value=0,
                                           sizing_mode="stretch_width")
-        self.nodes.param.watch(lambda e: self._set("node_delta", int(e.new)), "value_throttled")
+        self._on_release(self.nodes, "node_delta", int)
         self.placement = pn.widgets.Select.from_param(m.param.placement_gpu, name="GPU placement strategy")
         self.order = pn.widgets.RadioButtonGroup.from_param(m.param.gpu_device_order, button_type="primary",
                                                             button_style="outline", name="GPU device order")
@@ -139,10 +138,10 @@ class WhatIfView(View):
             m.param.replace_running, name="re-place running work (compare clusters placed from scratch)")
         self.k_value = pn.widgets.FloatSlider(name="k-value (time-based fair share)", start=0, end=10, step=0.1,
                                               value=1.0, sizing_mode="stretch_width")
-        self.k_value.param.watch(lambda e: self._set("k_value", float(e.new)), "value_throttled")
+        self._on_release(self.k_value, "k_value")
         self.demand = pn.widgets.FloatSlider(name="Pending demand ×", start=0, end=4, step=0.25, value=1.0,
                                              sizing_mode="stretch_width")
-        self.demand.param.watch(lambda e: self._set("demand_scale", float(e.new)), "value_throttled")
+        self._on_release(self.demand, "demand_scale")
         m.param.watch(lambda e: self._rerun(), ["placement_gpu", "gpu_device_order", "replace_running"])
         m.param.watch(lambda e: self._load_sliders(), ["queue", "pool"])
         self.download = download_button(self._modified_yaml, "whatif-snapshot.yaml",
@@ -202,8 +201,18 @@ class WhatIfView(View):
         value = float(getattr(self.model, name))
         w = pn.widgets.FloatSlider(name=label, start=start, end=max(end, value), step=step,
                                    value=min(max(value, start), max(end, value)), sizing_mode="stretch_width")
-        w.param.watch(lambda e: self._set(name, float(e.new)), "value_throttled")
+        self._on_release(w, name)
         return w
+
+    def _on_release(self, w: pn.widgets.Widget, name: str, cast=float) -> None:
+        """Set the model's ``name`` (and re-run) when the slider ``w`` is released.
+
+        The browser sends ``value_throttled`` on release only when it differs from the last one it sent; after
+        Pin or Reset moved the slider back, releasing it where it was last released sends only the ``value``
+        it slid to. A slid-to value equal to the last release is therefore taken as that release (a drag that
+        merely passes it re-runs once more; the release that follows supersedes that run)."""
+        w.param.watch(lambda e: self._set(name, cast(e.new)), "value_throttled")
+        w.param.watch(lambda e: self._set(name, cast(e.new)) if e.new == w.value_throttled else None, "value")
 
     # ---------------------------------------------------------------------------------------- events
 
@@ -234,16 +243,10 @@ class WhatIfView(View):
     def _load_sliders(self) -> None:
         """Slider ranges from the pinned cluster (0 … its GPUs), values from the selected queue and pool.
 
-        Each slider's released value (``value_throttled``) follows too: otherwise, after Pin or Reset, releasing
-        a slider where it was last released would send nothing (browser and server both hold that value) and
-        the what-if would not run."""
+        Setting the widgets here does not count as the user's edits (``_set`` ignores them meanwhile)."""
         self._loading = True
         try:
             self._load_slider_values()
-            for w in (self.quota, self.limit, self.weight, self.nodes, self.k_value, self.demand):
-                if w.value_throttled != w.value:
-                    with param.edit_constant(w):
-                        w.value_throttled = w.value
         finally:
             self._loading = False
 
