@@ -42,7 +42,10 @@ def _open(browser, server, width: int, height: int) -> Page:
 
 
 def _quota(page) -> float:
-    text = page.page.locator('[data-whatif="overrides"]').inner_text()
+    """The quota the "What-if:" line names (its pane may be patched a frame after the status line's)."""
+    line = page.page.locator('[data-whatif="overrides"]', has_text="gpu quota")
+    line.wait_for(timeout=10_000)
+    text = line.inner_text()
     return float(re.search(r"gpu quota ([\d.]+)", text).group(1))
 
 
@@ -95,5 +98,26 @@ def test_a_second_move_during_a_run_wins(cluster, browser):
     assert f"Steady state after {expected.after.cycles_run} cycle" in events[-1][2]
     page.page.wait_for_timeout(300)
     assert _after(page, "jobs started") == str(sum(expected.after.started.values()))
+    assert page.errors == []
+    page.close()
+
+
+def test_after_pin_the_same_release_runs_again_and_moving_back_is_cached(cluster, browser):
+    server, _ = cluster
+    page = _open(browser, server, 1280, 720)
+    drag_slider(page.page, "GPU quota", 160, 0, 512)
+    first = wait_settled(page.page)[-1][2]
+    quota = _quota(page)
+    page.page.get_by_role("button", name="Pin latest live state").click()
+    page.page.locator('[data-whatif="steady"]', has_text="no edits yet").wait_for(timeout=120_000)
+    drag_slider(page.page, "GPU quota", 160, 0, 512)              # where it was released before the pin
+    events = wait_settled(page.page)
+    assert _quota(page) == quota and "computed now" in events[-1][2]      # the pin emptied the cache: computed
+    assert first.split(" in ")[0] == events[-1][2].split(" in ")[0]         # "Steady state after N cycles"
+    page.page.get_by_role("button", name="Reset edits").click()
+    page.page.locator('[data-whatif="steady"]', has_text="no edits yet").wait_for(timeout=60_000)
+    drag_slider(page.page, "GPU quota", 160, 0, 512)
+    events = wait_settled(page.page)
+    assert "from this pin's cache" in events[-1][2] and [k for k, _, _ in events] == ["steady"]   # no computing
     assert page.errors == []
     page.close()
