@@ -55,6 +55,16 @@ def _after(page, metric: str) -> str:
     return row.locator('.tabulator-cell[tabulator-field="after"]').inner_text().strip()
 
 
+def _shows_the_engines_result(page, snap, steady: str):
+    """The steady line's cycle count and the "jobs started" after cell equal ``WhatIfRunner``'s for the quota
+    the page names; returns the engine's diff."""
+    expected = WhatIfRunner(snap).run(WhatIf.from_dict({"queues": {"vision": {"gpu": {"quota": _quota(page)}}}}))
+    assert f"Steady state after {expected.after.cycles_run} cycles" in steady
+    page.page.wait_for_timeout(300)
+    assert _after(page, "jobs started") == str(sum(expected.after.started.values()))
+    return expected
+
+
 def test_quota_move_shows_computing_then_interim_diffs_then_the_engines_steady_state(cluster, browser):
     server, snap = cluster
     page = _open(browser, server, 1280, 720)
@@ -70,14 +80,8 @@ def test_quota_move_shows_computing_then_interim_diffs_then_the_engines_steady_s
     assert cycles == sorted(cycles) and cycles[0] == 1
     times = [t for _, t, _ in events]
     assert times == sorted(times)
-    quota = _quota(page)
-    expected = WhatIfRunner(snap).run(WhatIf.from_dict({"queues": {"vision": {"gpu": {"quota": quota}}}}))
-    steady = events[-1][2]
-    assert f"Steady state after {expected.after.cycles_run} cycles" in steady
+    expected = _shows_the_engines_result(page, snap, events[-1][2])
     assert max(cycles) < expected.after.cycles_run
-    started = sum(expected.after.started.values())
-    page.page.wait_for_timeout(300)
-    assert _after(page, "jobs started") == str(started)              # after column: the engine's number
     page.page.screenshot(path=str(SHOTS / "whatif-progress-steady-1280x720.png"))
     assert page.errors == []
     page.close()
@@ -94,10 +98,7 @@ def test_a_second_move_during_a_run_wins(cluster, browser):
     quota = _quota(page)
     assert quota != first_quota and quota < 160
     assert [k for k, _, _ in events].count("steady") == 1              # only the second move's result lands
-    expected = WhatIfRunner(snap).run(WhatIf.from_dict({"queues": {"vision": {"gpu": {"quota": quota}}}}))
-    assert f"Steady state after {expected.after.cycles_run} cycle" in events[-1][2]
-    page.page.wait_for_timeout(300)
-    assert _after(page, "jobs started") == str(sum(expected.after.started.values()))
+    _shows_the_engines_result(page, snap, events[-1][2])
     assert page.errors == []
     page.close()
 
