@@ -27,6 +27,7 @@ from scheduler.waits import QUEUE_STATUS_COLUMNS
 from . import display, frames
 from .insight import with_eta
 from .state import LiveState, Tick, gpu_tables, tick_allocations
+from .whatif_jobs import COMPUTING, ERROR, INTERIM, STEADY, LatestWins, ResultCache, WhatIfUpdate, overrides_key
 
 VIEWS = ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings")
 VIEW_TITLES = {"overview": "Overview", "queues": "Queues", "gpus": "GPUs", "pending": "Pending",
@@ -463,7 +464,9 @@ class WhatIfModel(ViewModel):
 
     Queue sliders edit the queue named by ``queue``; edits of several queues accumulate in ``queue_edits``.
     :meth:`overrides` is the :class:`scheduler.whatif.WhatIf` mapping; :meth:`run` returns the
-    ``WhatIfDiff`` (the base side is computed once per pinned snapshot).
+    ``WhatIfDiff`` (the base side is computed once per pinned snapshot). :meth:`submit` runs it on a worker
+    thread instead (latest request wins, an interim diff after every cycle, finished diffs cached per override
+    set until the next pin; :mod:`dashboard.whatif_jobs`) and :meth:`accept` applies its updates.
     """
 
     base = param.Selector(default="live", objects=["live", "file"], doc="what the what-if starts from")
@@ -486,6 +489,9 @@ class WhatIfModel(ViewModel):
     error = param.String(default="")
     run_ms = param.Number(default=0.0)
     base_label = param.String(default="")
+    phase = param.String(default="", doc="'' (nothing run yet), computing, interim, steady or error")
+    cycle = param.Integer(default=0, doc="cycles run so far (computing: of the base side; interim: modified)")
+    cached = param.Boolean(default=False, doc="the steady-state diff came from this pin's result cache")
 
     def __init__(self, state: LiveState, selection: Optional[Selection] = None, **params):
         super().__init__(state, selection, **params)
@@ -494,6 +500,12 @@ class WhatIfModel(ViewModel):
         self._pinned = None
         self._file_snapshot = None
         self._runner = None
+        self._jobs = LatestWins()
+        self._cache = ResultCache(self.CACHE_SIZE)
+        self.started_at: Optional[float] = None
+        self.requested = None          # the WhatIf of the latest run (shown while it computes)
+        self.side = ""                 # the side the latest update's cycle belongs to: base or modified
+        self._applied = (0, 0)         # (generation, seq) of the update on screen
         self.pin()
 
     # ------------------------------------------------------------------------------------ base snapshot
@@ -517,6 +529,8 @@ class WhatIfModel(ViewModel):
             self.base_label = (f"live state at tick {tick.index} (cluster time {display.clock(tick.cluster_time)})"
                                if tick is not None else "no live state yet")
         self._runner = None
+        self._jobs.cancel()                    # a run on the old base must not land on the new one
+        self._cache = ResultCache(self.CACHE_SIZE)
         self.queue_edits, self.pool_edits = {}, {}
         snap = self._pinned
         queues = [q.name for q in snap.queues] if snap else []
@@ -531,6 +545,7 @@ class WhatIfModel(ViewModel):
                               pool=pools[0] if pools else None)
         self._load_queue()
         self.diff = None
+        self.phase, self.cycle, self.cached, self.requested = "", 0, False, None
 
     def _load_queue(self) -> None:
         """Set the queue sliders to the selected queue's current (or edited) values."""
@@ -605,31 +620,115 @@ class WhatIfModel(ViewModel):
             out["replace_running"] = True
         return out
 
-    def run(self):
-        """Re-run the engine to steady state with the current overrides; sets ``diff`` (or ``error``)."""
-        import time
+    CACHE_SIZE = 16
+    """Finished diffs kept per override set (per pin): moving a slider back shows its result at once."""
 
-        from scheduler.errors import KaidashError
+    def _prepare(self):
+        """``(runner, WhatIf, cache key)`` for the current edits; raises ``KaidashError`` on bad overrides."""
         from scheduler.whatif import WhatIf, WhatIfRunner
 
+        if self._runner is None:
+            self._runner = WhatIfRunner(self._pinned, self.cycles)
+        edits = self.overrides()
+        self.requested = WhatIf.from_dict(edits)
+        return self._runner, self.requested, overrides_key(edits, self.cycles)
+
+    def _ensure_pinned(self) -> bool:
         if self._pinned is None:
             self.pin()
             if self._pinned is None:
-                self.error = "no snapshot to run a what-if on yet"
-                return None
-        if self._runner is None:
-            self._runner = WhatIfRunner(self._pinned, self.cycles)
+                self.error, self.phase = "no snapshot to run a what-if on yet", ERROR
+                return False
+        return True
+
+    def run(self):
+        """Re-run the engine to steady state with the current edits, on this thread; sets ``diff`` (or
+        ``error``). Supersedes a background run (:meth:`submit`) and fills the result cache."""
+        import time
+
+        from scheduler.errors import KaidashError
+
+        generation = self._jobs.cancel()
+        if not self._ensure_pinned():
+            return None
         t0 = time.perf_counter()
         try:
-            diff = self._runner.run(WhatIf.from_dict(self.overrides()))
+            runner, overrides, key = self._prepare()
+            diff = runner.run(overrides)
         except KaidashError as exc:
-            self.error = str(exc)
-            self.diff = None          # no stale tables under an error: the last result no longer applies
+            self.accept(WhatIfUpdate(generation, ERROR, error=str(exc)))
             return None
-        self.run_ms = (time.perf_counter() - t0) * 1000
-        self.error = ""
-        self.diff = diff
+        run_ms = (time.perf_counter() - t0) * 1000
+        self._cache.put(key, diff, run_ms)
+        self.accept(WhatIfUpdate(generation, STEADY, diff.after.cycles_run, self.cycles, run_ms, diff=diff))
         return diff
+
+    def submit(self, notify: Callable[[WhatIfUpdate], None]) -> Optional[WhatIfUpdate]:
+        """Start the what-if for the current edits on this model's worker thread and return at once.
+
+        A newer call supersedes a running one (it stops at its next cycle boundary; nothing it produces later
+        is delivered). ``notify(update)`` is called on the worker thread after every cycle and at the end; the
+        caller hands each update back to :meth:`accept` on its own thread (an override the snapshot rejects
+        arrives as an ``error`` update). Returns the final update, already accepted, when the result is known
+        without running (a cached override set, no snapshot); ``None`` while it runs (``phase`` is then
+        ``computing``)."""
+        import time
+
+        from scheduler.errors import KaidashError
+
+        if not self._ensure_pinned():
+            return WhatIfUpdate(self._jobs.cancel(), ERROR, error=self.error)
+        try:
+            runner, overrides, key = self._prepare()
+        except KaidashError as exc:
+            update = WhatIfUpdate(self._jobs.cancel(), ERROR, error=str(exc))
+            self.accept(update)
+            return update
+        hit = self._cache.get(key)
+        if hit is not None:
+            diff, run_ms = hit
+            update = WhatIfUpdate(self._jobs.cancel(), STEADY, diff.after.cycles_run, self.cycles, run_ms,
+                                  diff=diff, cached=True)
+            self.accept(update)
+            return update
+        self.started_at = time.perf_counter()
+        self.phase, self.cycle, self.cached, self.side = COMPUTING, 0, False, ""
+        self._jobs.submit(runner, overrides, key, self._cache, notify)
+        return None
+
+    def accept(self, update: WhatIfUpdate) -> bool:
+        """Apply ``update`` if it belongs to the latest request and is newer than the one shown (on the UI's
+        thread); returns whether it did.
+        An interim update shows its diff; an error clears the result (no stale tables under a banner)."""
+        if not self._jobs.is_current(update.generation) or not update.newer_than(self._applied):
+            return False
+        self._applied = (update.generation, update.seq)
+        self.cycle, self.cached, self.side = update.cycle, update.cached, update.side
+        if update.phase == ERROR:
+            self.error, self.diff = update.error, None
+        elif update.diff is not None:
+            self.error, self.diff, self.run_ms = "", update.diff, update.elapsed_ms
+        self.phase = update.phase
+        return True
+
+    def cancel(self) -> None:
+        """Abandon a background run (the session closed)."""
+        self._jobs.cancel()
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Block until the background run finished (notebooks, tests); returns whether it did in time."""
+        return self._jobs.wait(timeout)
+
+    @property
+    def running(self) -> bool:
+        """A background run is waiting or running and its result has not landed yet."""
+        return self.phase in (COMPUTING, INTERIM)
+
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the latest background run was submitted."""
+        import time
+
+        return (time.perf_counter() - self.started_at) * 1000 if self.started_at is not None else 0.0
 
     def reset(self) -> None:
         """Drop every edit (keep the pinned base)."""

@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from . import placement as _placement  # noqa: F401  registers strategies (fragaware) in PLACEMENT_STRATEGIES
 from .decisions import eviction_notes
@@ -480,7 +480,8 @@ def _task_state(snap: Snapshot) -> dict[str, tuple]:
     return {t.name: (t.status, t.node, tuple(t.gpu_groups), tuple(t.gpu_indices)) for _, t in snap.iter_tasks()}
 
 
-def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) -> Outcome:
+def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None,
+                        on_cycle: Optional[Callable[[int, "Outcome"], None]] = None) -> Outcome:
     """Run scheduling cycles on ``snapshot`` (not modified) until one changes nothing, at most ``cycles``.
 
     Each cycle is one engine session (``run_session``); between cycles the engine's ``advance`` applies KAI's
@@ -488,6 +489,10 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
     started in ``snapshot`` and have at the end; *evicted* counts tasks the cycles evicted; *pending* counts
     jobs that have not started at the end. ``run_cycle(snapshot) -> ScheduleResult`` replaces session +
     transitions (its result's snapshot is the next cycle's input), e.g. for a simplified model.
+
+    ``on_cycle(n, interim)``, when given, is called after every cycle that does not end the run, with the
+    :class:`Outcome` as it stands after cycle ``n`` (``run_ms``: time so far); it only observes (the returned
+    outcome is the same with or without it) and may raise to abandon the run at that cycle boundary.
     """
     import time
 
@@ -505,7 +510,8 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
     notes: dict[str, str] = {}
     ran = 0
     result = None
-    for _ in range(max(1, cycles)):
+    limit = max(1, cycles)
+    for _ in range(limit):
         result = run_session(current)
         ran += 1
         last = result.snapshot
@@ -516,8 +522,18 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None) ->
                 notes.setdefault(key, text)
         if not result.evicted and _task_state(last) == _task_state(current):
             break
+        if on_cycle is not None and ran < limit:
+            on_cycle(ran, _outcome(snapshot, last, result, fair, initially_started, dict(evicted_tasks),
+                                   dict(notes), ran, t0))
         current = advance(last)
-    current = last
+    return _outcome(snapshot, last, result, fair, initially_started, evicted_tasks, notes, ran, t0)
+
+
+def _outcome(snapshot: Snapshot, current: Snapshot, result, fair: dict, initially_started: set,
+             evicted_tasks: dict[str, str], notes: dict[str, str], ran: int, t0: float) -> Outcome:
+    """The :class:`Outcome` of ``snapshot`` run to ``current`` (after ``ran`` cycles, the last one ``result``)."""
+    import time
+
     jobs = current.job_map()
     queue_of = {j.key: j.queue for j in snapshot.jobs} | {k: j.queue for k, j in jobs.items()}
     started = Counter(j.queue for j in current.jobs if _job_started(j) and j.key not in initially_started)
@@ -614,6 +630,21 @@ class WhatIfDiff:
         save_snapshot(self.modified, path)
 
 
+@dataclass
+class WhatIfProgress:
+    """Where a :meth:`WhatIfRunner.run` stands after one cycle that did not end its side's run.
+
+    ``side``: ``"base"`` (the unmodified side, computed once per snapshot) or ``"modified"``; ``cycle`` of at most
+    ``cycles``; ``elapsed_ms`` since the run began; ``diff``: the interim diff (base at steady state, modified
+    side as it stands after ``cycle``), only on the modified side."""
+
+    side: str
+    cycle: int
+    cycles: int
+    elapsed_ms: float
+    diff: Optional[WhatIfDiff] = None
+
+
 class WhatIfRunner:
     """Keeps one snapshot's base outcome so that each slider move only re-runs the modified side (one base
     as the cluster is, one placed from scratch for ``replace_running``)."""
@@ -628,17 +659,35 @@ class WhatIfRunner:
     def base(self) -> Outcome:
         return self.base_for(False)
 
-    def base_for(self, replace_running: bool) -> Outcome:
-        """The unmodified side: the snapshot as it is, or with everything placed again."""
+    def base_for(self, replace_running: bool, on_cycle: Optional[Callable[[int, Outcome], None]] = None) -> Outcome:
+        """The unmodified side: the snapshot as it is, or with everything placed again (``on_cycle``: as
+        :func:`run_to_steady_state`'s, only when it is computed now)."""
         if replace_running not in self._bases:
             snap = WhatIf(replace_running=True).apply(self.snapshot) if replace_running else self.snapshot
-            self._bases[replace_running] = run_to_steady_state(snap, self.cycles, self.run_cycle)
+            self._bases[replace_running] = run_to_steady_state(snap, self.cycles, self.run_cycle, on_cycle)
         return self._bases[replace_running]
 
-    def run(self, overrides: WhatIf) -> WhatIfDiff:
+    def run(self, overrides: WhatIf, on_cycle: Optional[Callable[[WhatIfProgress], None]] = None) -> WhatIfDiff:
+        """Base (cached) and modified side to steady state, as a :class:`WhatIfDiff`.
+
+        ``on_cycle(progress)``, when given, hears of every cycle that does not end a side's run
+        (:class:`WhatIfProgress`, with the interim diff on the modified side); it may raise to abandon the run.
+        The result is the same with or without it."""
+        import time
+
+        t0 = time.perf_counter()
         modified, notes = overrides.apply_with_notes(self.snapshot)
-        base = self.base_for(overrides.replace_running)
-        after = base if overrides.is_empty() else run_to_steady_state(modified, self.cycles, self.run_cycle)
+        base_cycle = modified_cycle = None
+        if on_cycle is not None:
+            def base_cycle(n: int, _: Outcome) -> None:
+                on_cycle(WhatIfProgress("base", n, self.cycles, (time.perf_counter() - t0) * 1000))
+
+            def modified_cycle(n: int, interim: Outcome) -> None:
+                diff = WhatIfDiff(overrides=overrides, before=base, after=interim, modified=modified, notes=notes)
+                on_cycle(WhatIfProgress("modified", n, self.cycles, (time.perf_counter() - t0) * 1000, diff))
+        base = self.base_for(overrides.replace_running, base_cycle)
+        after = (base if overrides.is_empty()
+                 else run_to_steady_state(modified, self.cycles, self.run_cycle, modified_cycle))
         return WhatIfDiff(overrides=overrides, before=base, after=after, modified=modified, notes=notes)
 
 
