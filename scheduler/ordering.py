@@ -254,10 +254,11 @@ class JobsOrderByQueues:
     only when the traversal meets a marked queue at the top of its heap is it fixed (``heap.Fix(0)``). The heaps
     are Go's ``container/heap`` operations, so with KAI's comparison they hold the same order.
 
-    Deterministic where KAI is not: KAI's queue order ends with "older queue first" and leaves equal creation
-    times unordered, so equal queues sit wherever the heap's insertion order (Go map iteration over jobs) put
-    them; kaidash breaks that tie by queue name (then index), which makes the order a total one and the result
-    independent of insertion order (jobs are pushed in snapshot order).
+    Deterministic where KAI is not: KAI pushes the jobs in Go map order, and because a push only marks the
+    queues on its path, a queue keeps the place it got with the job it held then: the order depends on the push
+    order (KAI's varies from run to run, seeds 4155/4161 in docs/engine.md). kaidash pushes in the order given
+    (snapshot order), one of KAI's possible orders. KAI's queue order also leaves queues with equal creation
+    times unordered; kaidash breaks that tie by queue name (then index).
     """
 
     def __init__(self, session, jobs: list[int]):

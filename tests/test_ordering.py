@@ -147,3 +147,37 @@ jobs:
     # although within it d2-team has deserved 0.
     s = session_from_yaml(text)
     assert _first_queue(s) == "d2-team"
+
+
+PUSH_ORDER = NODES + """queues:
+  - {name: d1, priority: 150, creation_time: 1, gpu: {quota: 4}, cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: d2, priority: 100, creation_time: 2, gpu: {quota: 8}, cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: d1-a, parent: d1, priority: 200, creation_time: 3, gpu: {quota: 0}, cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: d1-b, parent: d1, priority: 100, creation_time: 4, gpu: {quota: 8}, cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: d2-t, parent: d2, creation_time: 5, gpu: {quota: 8}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - {name: big, queue: d1-b, creation_time: 1, tasks: [{name: big-0, gpu: 6}]}
+  - {name: filler, queue: d1-b, creation_time: 2, tasks: [{name: filler-0, gpu: 10}]}
+  - {name: small, queue: d1-a, creation_time: 3, tasks: [{name: small-0, gpu: 1}]}
+  - {name: other, queue: d2-t, creation_time: 4, tasks: [{name: other-0, gpu: 1}]}
+"""
+
+
+def test_first_job_depends_on_push_order_as_in_kai():
+    """KAI pushes the pending jobs in Go map order and re-places a queue only when it is met marked at the top
+    of its heap, comparing a department by the top of its child heap as it stands. So the first job can depend
+    on the push order (seeds 4155/4161, docs/engine.md): kaidash keeps that rule and pushes in snapshot order.
+
+    Pushed big, filler, small, other: d1-b (big: 6 ≤ 8 starved) tops d1, d1 with big is not starved (6 > 4) and
+    d2 (starved) goes first. Pushed filler first: d1-b (filler: 10 > 8) loses to d1-a (priority 200) and stays
+    below it when big arrives, so d1 is compared by small (starved, priority 150) and goes first; inside d1 the
+    marked top is then fixed and big is tried first."""
+    s = session_from_yaml(PUSH_ORDER)
+    idx = {j.key: j.index for j in s.jobs}
+
+    def first(names):
+        order = JobsOrderByQueues(s, [idx[n] for n in names])
+        return s.jobs[order.pop()].key
+
+    assert first(["big", "filler", "small", "other"]) == "other"
+    assert first(["filler", "small", "big", "other"]) == "big"
