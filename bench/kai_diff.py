@@ -493,6 +493,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--sliders", default=None,
                     help="with --whatif-states: comma-separated cases (base and slider labels; default all)")
     ap.add_argument("--cycles", type=int, default=10, help="with --whatif-states: cycles per case (default 10)")
+    ap.add_argument("--job-orders", type=int, default=0, metavar="N",
+                    help="with --whatif-states: on states that differ from every KAI run, try N random job orders")
     args = ap.parse_args(argv)
     if args.snapshot_tool and not os.access(args.snapshot_tool, os.X_OK):
         ap.error(f"--snapshot-tool {args.snapshot_tool}: not an executable file")
@@ -524,7 +526,7 @@ def _whatif_states(args: argparse.Namespace) -> int:
     from .kai_diff_whatif import run
 
     opts = {"binary": args.snapshot_tool, "kai_runs": args.kai_runs, "kai_cache": args.kai_cache,
-            "keep": args.keep_failures, "cycles": args.cycles}
+            "keep": args.keep_failures, "cycles": args.cycles, "job_orders": args.job_orders}
     selected = None if args.sliders is None else {x.strip() for x in args.sliders.split(",") if x.strip()}
     out = run(opts, selected)
     if args.json:

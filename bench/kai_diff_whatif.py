@@ -18,7 +18,9 @@ does (identical, identical to one of KAI's runs, per type).
 kaidash's self-checks run with or without KAI: its decisions on the exported zip equal the in-memory session's
 on that state (the export loses nothing the engine reads), and the trajectory stops after the same number of
 cycles as ``run_to_steady_state``. With ``--kai-cache DIR`` KAI's runs are kept per state under
-``DIR/whatif/<case>/cycle-<n>-<sha256 of the zip>.json`` and reused.
+``DIR/whatif/<case>/cycle-<n>-<sha256 of the zip>.json`` and reused. ``--job-orders N`` re-runs kaidash on every
+state that differs from all of KAI's runs with N random orders of its jobs (:func:`job_orders_matching`), to tell
+KAI's Go-map-order nondeterminism from a real difference.
 """
 
 from __future__ import annotations
@@ -122,9 +124,40 @@ def run_state(case: str, cycle: int, state, result, opts: dict) -> dict:
                       kaidash_outcome_runs=sum(1 for k in kai if compare(kd, k, {})["identical"]))
         if record["kai_nondeterministic"]:
             record["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
-        if opts.get("keep") and not (cmp["identical"] or record["matches_other_kai_run"]):
+        differs = not (cmp["identical"] or record["matches_other_kai_run"])
+        if differs and opts.get("job_orders"):
+            record["job_orders"] = opts["job_orders"]
+            record["job_orders_matching_kai"] = job_orders_matching(str(zpath), kai, opts["job_orders"])
+        if opts.get("keep") and differs:
             _keep(Path(opts["keep"]), zpath, log, record, opts["binary"])
     return record
+
+
+def job_orders_matching(zip_path: str, kai_runs: list[dict], n: int, seed: int = 7) -> int:
+    """Of ``n`` seeded random orders of the zip's jobs, how many make kaidash decide as one of ``kai_runs``.
+
+    KAI inserts jobs into its queue heaps in Go map order (random per run) and the heaps' order can depend on
+    it; kaidash inserts in snapshot order. A state where some order reproduces KAI is that nondeterminism (KAI's
+    runs just did not show it); where none does, the difference is elsewhere."""
+    import copy
+    import random
+
+    from scheduler.engine import run_session
+    from scheduler.sources.kai_snapshot import import_kai_snapshot
+
+    from .kai_diff import compare
+    from .kai_diff_kaidash import result_decisions
+
+    snap = import_kai_snapshot(zip_path).snapshot
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(n):
+        shuffled = copy.copy(snap)
+        shuffled.jobs = list(snap.jobs)
+        rng.shuffle(shuffled.jobs)
+        kd = result_decisions(shuffled, run_session(shuffled))
+        hits += any(compare(kd, k, {})["identical"] for k in kai_runs)
+    return hits
 
 
 def _keep(folder: Path, zpath: Path, log: str, record: dict, binary: str) -> None:
@@ -171,7 +204,9 @@ def summarise_case(records: list[dict]) -> dict:
                              for t in ("allocate", "pipeline", "evict", "fair_share")},
                    kai_evictions=sum(len(r["kai"].get("evicted", {})) for r in with_kai),
                    differing_cycles=[r["cycle"] for r in with_kai
-                                     if not (r["identical"] or r["matches_other_kai_run"])])
+                                     if not (r["identical"] or r["matches_other_kai_run"])],
+                   job_order_probes=[(r["cycle"], r["job_orders_matching_kai"], r["job_orders"])
+                                     for r in with_kai if "job_orders_matching_kai" in r])
     return out
 
 
@@ -195,6 +230,9 @@ def print_table(summaries: dict[str, dict]) -> None:
               f"{pt['evict']:>5} {pt['fair_share']:>4} {s['kaidash_evictions']:>7}/{s['kai_evictions']:<8}  "
               + (" ".join(map(str, s["differing_cycles"])) or "-")
               + ("" if not s["invariant_failures"] else f"  ({s['invariant_failures']} self-check failure(s))"))
+    probed = [(label, r) for label, s in summaries.items() if label != "total" for r in s.get("job_order_probes", [])]
+    for label, (cycle, hits, n) in probed:
+        print(f"  {label} cycle {cycle}: {hits}/{n} random job orders of kaidash decide as one of KAI's runs")
 
 
 def run(opts: dict, selected: Optional[set[str]] = None) -> dict:

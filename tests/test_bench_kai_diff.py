@@ -187,3 +187,28 @@ def test_whatif_states_without_kai_run_the_self_checks(capsys):
     assert main(["--whatif-states", "--sliders", "over-quota weight"]) == 0
     out = capsys.readouterr().out
     assert "over-quota weight" in out and "hold" in out
+
+
+def test_job_orders_probe_counts_random_job_orders_that_decide_as_kai(tmp_path):
+    from bench.kai_diff_kaidash import kaidash_decisions
+    from bench.kai_diff_whatif import job_orders_matching
+    from scheduler.snapshot_io import loads_snapshot
+    from scheduler.sources.kai_export import write_kai_zip
+
+    snap = loads_snapshot("""
+nodes:
+  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
+queues:
+  - {name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - {name: j1, namespace: ns, queue: q, creation_time: 1, tasks: [{name: ns/j1-0, gpu: 1, cpu_millis: 1000}]}
+  - {name: j2, namespace: ns, queue: q, creation_time: 2, tasks: [{name: ns/j2-0, gpu: 2, cpu_millis: 1000}]}
+""")
+    path = tmp_path / "c.zip"
+    write_kai_zip(snap, path)
+    own = kaidash_decisions(str(path))
+    assert own["allocated"] == {"ns/j1-0": "n1", "ns/j2-0": "n1"}
+    # room for both jobs: every insertion order decides the same, so all 5 orders match that outcome
+    assert job_orders_matching(str(path), [own], 5) == 5
+    other = dict(own, allocated={"ns/j1-0": "n1"})
+    assert job_orders_matching(str(path), [other], 5) == 0
