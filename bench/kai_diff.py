@@ -229,26 +229,28 @@ def run_seed(seed: int, opts: dict) -> dict:
                 record["status"] = "kai-error"
                 record["kai_error"] = error
             else:
-                record["kai"] = kai[0]
-                record["kai_seconds"] = seconds
-                record["kai_runs"] = len(kai)
-                record["kai_nondeterministic"] = any(not _same_kai(kai[0], k) for k in kai[1:])
-                record["kai_outcomes"] = _outcome_counts(kai)
-                cmp = compare(kd, kai[0], features)
-                record.update(equal=cmp["equal"], identical=cmp["identical"], diffs=cmp["diffs"],
-                              matches_other_kai_run=any(compare(kd, k, {})["identical"] for k in kai[1:]))
-                record["kaidash_outcome_runs"] = sum(1 for k in kai if compare(kd, k, {})["identical"])
-                if record["kai_nondeterministic"]:
-                    # the other runs' evictions, so that eviction agreement can be read against each KAI outcome
-                    record["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
-                record["status"] = "ok"
-                if not cmp["identical"] and opts.get("keep"):
+                record.update(against_kai_runs(kd, kai, features), kai_seconds=seconds, status="ok")
+                if not record["identical"] and opts.get("keep"):
                     _keep(opts["keep"], seed, zpath, log, record)
         else:
             record.update(_self_check(str(zpath), kd, opts))
             if record.get("invariant_failures") and opts.get("keep"):
                 _keep(opts["keep"], seed, zpath, "", record)
     return record
+
+
+def against_kai_runs(kd: dict, kai: list[dict], features: dict[str, set[str]]) -> dict:
+    """kaidash's decisions against KAI's runs of one cluster: the comparison with the first run (``equal``,
+    ``identical``, ``diffs``), whether another run matches, how many do, and KAI's own outcome counts."""
+    cmp = compare(kd, kai[0], features)
+    out = {"kai": kai[0], "kai_runs": len(kai), "kai_nondeterministic": any(not _same_kai(kai[0], k) for k in kai[1:]),
+           "kai_outcomes": _outcome_counts(kai), "equal": cmp["equal"], "identical": cmp["identical"],
+           "diffs": cmp["diffs"], "matches_other_kai_run": any(compare(kd, k, {})["identical"] for k in kai[1:]),
+           "kaidash_outcome_runs": sum(1 for k in kai if compare(kd, k, {})["identical"])}
+    if out["kai_nondeterministic"]:
+        # the other runs' evictions, so that eviction agreement can be read against each KAI outcome
+        out["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
+    return out
 
 
 def _kai_runs(seed: int, zpath: Path, opts: dict) -> tuple[list[dict], float, str, Optional[str]]:

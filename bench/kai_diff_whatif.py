@@ -89,7 +89,7 @@ def run_state(case: str, cycle: int, state, result, opts: dict) -> dict:
     """One cycle's input state: kaidash on its zip (and its self-check), KAI's runs, the comparison."""
     from scheduler.sources.kai_export import export_kai_zip_bytes, kai_names
 
-    from .kai_diff import _outcome_counts, _same_kai, cached_kai_runs, compare, object_features
+    from .kai_diff import against_kai_runs, cached_kai_runs, compare, object_features
     from .kai_diff_kaidash import kaidash_decisions, result_decisions
 
     data = export_kai_zip_bytes(state)
@@ -116,15 +116,8 @@ def run_state(case: str, cycle: int, state, result, opts: dict) -> dict:
         if error is not None:
             record.update(status="kai-error", kai_error=error)
             return record
-        cmp = compare(kd, kai[0], features)
-        record.update(status="ok", kai=kai[0], kai_seconds=seconds, kai_runs=len(kai),
-                      kai_nondeterministic=any(not _same_kai(kai[0], k) for k in kai[1:]),
-                      kai_outcomes=_outcome_counts(kai), equal=cmp["equal"], identical=cmp["identical"],
-                      diffs=cmp["diffs"], matches_other_kai_run=any(compare(kd, k, {})["identical"] for k in kai[1:]),
-                      kaidash_outcome_runs=sum(1 for k in kai if compare(kd, k, {})["identical"]))
-        if record["kai_nondeterministic"]:
-            record["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
-        differs = not (cmp["identical"] or record["matches_other_kai_run"])
+        record.update(against_kai_runs(kd, kai, features), kai_seconds=seconds, status="ok")
+        differs = not (record["identical"] or record["matches_other_kai_run"])
         if differs and opts.get("job_orders"):
             record["job_orders"] = opts["job_orders"]
             record["job_orders_matching_kai"] = job_orders_matching(str(zpath), kai, opts["job_orders"])
