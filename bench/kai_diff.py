@@ -8,6 +8,7 @@
     python -m bench.kai_diff --seeds 1000..1099 --snapshot-tool BIN --mig        # clusters with MIG nodes and pods
     python -m bench.kai_diff --seeds 1..50                                  # without KAI: kaidash invariants only
     python -m bench.kai_diff --seeds 1..50 --snapshot-tool BIN --kaidash-checkout /tmp/kaidash-base
+    python -m bench.kai_diff --whatif-states --snapshot-tool BIN --kai-runs 3   # the what-if view's cycle states
 
 Every seed is one cluster from :mod:`bench.kai_diff_gen` (2-60 nodes; the features are listed there) written as a
 KAI ``/get-snapshot`` zip. kaidash imports the zip and runs one session (:mod:`bench.kai_diff_kaidash`); KAI's
@@ -23,6 +24,9 @@ commit (e.g. the baseline before a fix): its engine runs in a subprocess with ``
 
 Without ``--snapshot-tool`` only kaidash is checked: it runs without error, twice gives the same decisions, and the
 cluster exported back as a KAI zip (``snapshot export --format kai-zip``) gives the same decisions again.
+
+``--whatif-states`` compares, instead of random clusters, every cycle's input state of the what-if view's runs on
+the 64-node demo cluster (one per slider, and the cluster as it is): :mod:`bench.kai_diff_whatif`.
 """
 
 from __future__ import annotations
@@ -225,26 +229,28 @@ def run_seed(seed: int, opts: dict) -> dict:
                 record["status"] = "kai-error"
                 record["kai_error"] = error
             else:
-                record["kai"] = kai[0]
-                record["kai_seconds"] = seconds
-                record["kai_runs"] = len(kai)
-                record["kai_nondeterministic"] = any(not _same_kai(kai[0], k) for k in kai[1:])
-                record["kai_outcomes"] = _outcome_counts(kai)
-                cmp = compare(kd, kai[0], features)
-                record.update(equal=cmp["equal"], identical=cmp["identical"], diffs=cmp["diffs"],
-                              matches_other_kai_run=any(compare(kd, k, {})["identical"] for k in kai[1:]))
-                record["kaidash_outcome_runs"] = sum(1 for k in kai if compare(kd, k, {})["identical"])
-                if record["kai_nondeterministic"]:
-                    # the other runs' evictions, so that eviction agreement can be read against each KAI outcome
-                    record["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
-                record["status"] = "ok"
-                if not cmp["identical"] and opts.get("keep"):
+                record.update(against_kai_runs(kd, kai, features), kai_seconds=seconds, status="ok")
+                if not record["identical"] and opts.get("keep"):
                     _keep(opts["keep"], seed, zpath, log, record)
         else:
             record.update(_self_check(str(zpath), kd, opts))
             if record.get("invariant_failures") and opts.get("keep"):
                 _keep(opts["keep"], seed, zpath, "", record)
     return record
+
+
+def against_kai_runs(kd: dict, kai: list[dict], features: dict[str, set[str]]) -> dict:
+    """kaidash's decisions against KAI's runs of one cluster: the comparison with the first run (``equal``,
+    ``identical``, ``diffs``), whether another run matches, how many do, and KAI's own outcome counts."""
+    cmp = compare(kd, kai[0], features)
+    out = {"kai": kai[0], "kai_runs": len(kai), "kai_nondeterministic": any(not _same_kai(kai[0], k) for k in kai[1:]),
+           "kai_outcomes": _outcome_counts(kai), "equal": cmp["equal"], "identical": cmp["identical"],
+           "diffs": cmp["diffs"], "matches_other_kai_run": any(compare(kd, k, {})["identical"] for k in kai[1:]),
+           "kaidash_outcome_runs": sum(1 for k in kai if compare(kd, k, {})["identical"])}
+    if out["kai_nondeterministic"]:
+        # the other runs' evictions, so that eviction agreement can be read against each KAI outcome
+        out["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
+    return out
 
 
 def _kai_runs(seed: int, zpath: Path, opts: dict) -> tuple[list[dict], float, str, Optional[str]]:
@@ -255,21 +261,27 @@ def _kai_runs(seed: int, zpath: Path, opts: dict) -> tuple[list[dict], float, st
     (say 10 runs per cluster) and every kaidash commit scored against it. The cluster is regenerated with a new
     ``now``; the generator places every timestamp relative to it, so the zip KAI saw differs only by that shift.
     """
-    from .kai_diff_kai import run_snapshot_tool
-
     cache_file = None
-    cached: dict = {"runs": [], "seconds": 0.0}
     if opts.get("kai_cache"):
         tag = "-".join([opts["actions"].replace(",", "").replace(" ", "_")]
                        + [k for k in ("topology", "mig") if opts.get(k)])
         cache_file = Path(opts["kai_cache"]) / tag / f"seed-{seed}.json"
-        if cache_file.exists():
-            cached = json.loads(cache_file.read_text())
+    return cached_kai_runs(opts["binary"], zpath, opts["kai_runs"], cache_file)
+
+
+def cached_kai_runs(binary: str, zpath: Path, wanted: int,
+                    cache_file: Optional[Path]) -> tuple[list[dict], float, str, Optional[str]]:
+    """``wanted`` decision sets of KAI on ``zpath``, reusing and extending the runs kept in ``cache_file``."""
+    from .kai_diff_kai import run_snapshot_tool
+
+    cached: dict = {"runs": [], "seconds": 0.0}
+    if cache_file is not None and cache_file.exists():
+        cached = json.loads(cache_file.read_text())
     runs = list(cached["runs"])
     seconds, log = cached["seconds"], ""
-    wanted = max(1, opts["kai_runs"])
+    wanted = max(1, wanted)
     while len(runs) < wanted:
-        r = run_snapshot_tool(opts["binary"], zpath)
+        r = run_snapshot_tool(binary, zpath)
         if r.decisions is None:
             return [], 0.0, r.log, r.error
         if not runs:
@@ -478,12 +490,21 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="add racks, a Topology and PodGroup topology constraints (bench/kai_diff_gen_topology.py)")
     ap.add_argument("--mig", action="store_true",
                     help="slice some GPU nodes into MIG instances and add MIG pods (bench/kai_diff_gen_mig.py)")
+    ap.add_argument("--whatif-states", action="store_true",
+                    help="compare the states the what-if sliders' cycles reach on the 64-node demo (not --seeds)")
+    ap.add_argument("--sliders", default=None,
+                    help="with --whatif-states: comma-separated cases (base and slider labels; default all)")
+    ap.add_argument("--cycles", type=int, default=10, help="with --whatif-states: cycles per case (default 10)")
+    ap.add_argument("--job-orders", type=int, default=0, metavar="N",
+                    help="with --whatif-states: on states that differ from every KAI run, try N random job orders")
     args = ap.parse_args(argv)
+    if args.snapshot_tool and not os.access(args.snapshot_tool, os.X_OK):
+        ap.error(f"--snapshot-tool {args.snapshot_tool}: not an executable file")
+    if args.whatif_states:
+        return _whatif_states(args)
     seeds = parse_seeds(args.seeds)
     if not seeds:
         ap.error("no seeds")
-    if args.snapshot_tool and not os.access(args.snapshot_tool, os.X_OK):
-        ap.error(f"--snapshot-tool {args.snapshot_tool}: not an executable file")
     opts = {"actions": args.actions, "binary": args.snapshot_tool, "kai_runs": args.kai_runs,
             "keep": args.keep_failures, "kai_cache": args.kai_cache, "checkout": args.kaidash_checkout, "topology": args.topology,
             "mig": args.mig}
@@ -500,6 +521,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     for r in records:
         if r.get("status") == "harness-error":
             print(f"seed {r['seed']}: harness error: {r['error']}", file=sys.stderr)
+    return 0
+
+
+def _whatif_states(args: argparse.Namespace) -> int:
+    from .kai_diff_whatif import run
+
+    opts = {"binary": args.snapshot_tool, "kai_runs": args.kai_runs, "kai_cache": args.kai_cache,
+            "keep": args.keep_failures, "cycles": args.cycles, "job_orders": args.job_orders}
+    selected = None if args.sliders is None else {x.strip() for x in args.sliders.split(",") if x.strip()}
+    out = run(opts, selected)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     return 0
 
 

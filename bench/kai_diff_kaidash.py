@@ -28,8 +28,15 @@ def kaidash_decisions(zip_path: str) -> dict:
     start = time.perf_counter()
     conv = import_kai_snapshot(zip_path)
     snap = conv.snapshot
+    out = result_decisions(snap, run_session(snap))
+    out.update(warnings=[str(w) for w in conv.warnings], seconds=time.perf_counter() - start)
+    return out
+
+
+def result_decisions(snap, result) -> dict:
+    """``{allocated, pipelined, evicted, fair_share}`` of one session ``result`` on its input ``snap``, in the
+    shape :func:`bench.kai_diff_kai.parse_log` reads KAI's (task and queue names as in ``snap``)."""
     before = {t.name: t.status for _, t in snap.iter_tasks()}
-    result = run_session(snap)
     allocated, pipelined = {}, {}
     for name, t in result.tasks.items():
         if t.status == "binding" and before.get(name) != "binding":
@@ -52,8 +59,7 @@ def kaidash_decisions(zip_path: str) -> dict:
     fair = {q: {"gpu": float(v.get("gpu", 0.0)), "cpu": float(v.get("cpu", 0.0)) / CPU_CORE_MILLIS,
                 "memory": float(v.get("memory", 0.0)) / MEMORY_GB_BYTES}
             for q, v in result.fair_share.items()}
-    return {"allocated": allocated, "pipelined": pipelined, "evicted": evicted, "fair_share": fair,
-            "warnings": [str(w) for w in conv.warnings], "seconds": time.perf_counter() - start}
+    return {"allocated": allocated, "pipelined": pipelined, "evicted": evicted, "fair_share": fair}
 
 
 def main(argv: list[str]) -> int:

@@ -147,3 +147,68 @@ def test_kai_runs_are_cached_per_cluster_and_only_missing_runs_run(tmp_path):
     cached = json.loads((tmp_path / "cache" / "default" / "seed-11.json").read_text())
     assert [r["evicted"] for r in cached["runs"]] == [{"team-b/v-0": "reclaim", "team-c/g-0": "stalegangeviction"},
                                                    {"team-b/v-1": "reclaim", "team-c/g-0": "stalegangeviction"}] * 2
+
+
+def test_whatif_states_follow_the_sliders_trajectory_and_compare_each_cycle_with_kai(tmp_path, capsys):
+    """--whatif-states: one record per cycle input of kaidash's own trajectory, each exported zip sent to the
+    (fake) snapshot-tool, KAI's runs cached per zip hash, the table printed and the JSON written."""
+    from bench.kai_diff_whatif import case_snapshot, cases, trajectory
+    from scheduler.whatif import run_to_steady_state
+
+    label, whatif = cases({"add 8 nodes"})[0]
+    start = case_snapshot(whatif)
+    steps = trajectory(start)
+    assert len(steps) == run_to_steady_state(start).cycles_run > 1
+    running = [sum(t.status == "running" for _, t in state.iter_tasks()) for state, _ in steps]
+    assert running[1] > running[0]                      # cycle 1 starts from cycle 0's binds, advanced
+
+    tool, calls = _fake_snapshot_tool(tmp_path, ["team-b/v-0", "team-b/v-1"])
+    out = tmp_path / "whatif.json"
+    args = ["--whatif-states", "--sliders", label, "--snapshot-tool", str(tool), "--kai-runs", "2",
+            "--kai-cache", str(tmp_path / "cache"), "--json", str(out)]
+    assert main(args) == 0
+    assert calls.read_text() == str(2 * len(steps))
+    doc = json.loads(out.read_text())
+    recs = doc["records"]
+    assert [r["cycle"] for r in recs] == list(range(len(steps))) and {r["case"] for r in recs} == {label}
+    assert all(r["invariant_failures"] == [] for r in recs)        # kaidash's zip decisions = its in-memory ones
+    # the fake KAI evicts a pod that does not exist and alternates its victim: nondeterministic, never identical
+    assert all(r["kai_nondeterministic"] and not r["identical"] for r in recs)
+    assert any(d["kind"] == "evict: KAI only" and d["task"] == "team-b/v-0" for d in recs[0]["diffs"])
+    assert doc["summary"][label]["states"] == len(steps) and doc["summary"][label]["identical_to_a_kai_run"] == 0
+    assert len({r["zip_sha256"] for r in recs}) == len(steps)     # every cycle's input is a different state
+    assert label in capsys.readouterr().out
+    assert main(args) == 0                                          # the second time every run is cached
+    assert calls.read_text() == str(2 * len(steps))
+    assert len(list((tmp_path / "cache" / "whatif" / "add-8-nodes").glob("cycle-*.json"))) == len(steps)
+
+
+def test_whatif_states_without_kai_run_the_self_checks(capsys):
+    assert main(["--whatif-states", "--sliders", "over-quota weight"]) == 0
+    out = capsys.readouterr().out
+    assert "over-quota weight" in out and "hold" in out
+
+
+def test_job_orders_probe_counts_random_job_orders_that_decide_as_kai(tmp_path):
+    from bench.kai_diff_kaidash import kaidash_decisions
+    from bench.kai_diff_whatif import job_orders_matching
+    from scheduler.snapshot_io import loads_snapshot
+    from scheduler.sources.kai_export import write_kai_zip
+
+    snap = loads_snapshot("""
+nodes:
+  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
+queues:
+  - {name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - {name: j1, namespace: ns, queue: q, creation_time: 1, tasks: [{name: ns/j1-0, gpu: 1, cpu_millis: 1000}]}
+  - {name: j2, namespace: ns, queue: q, creation_time: 2, tasks: [{name: ns/j2-0, gpu: 2, cpu_millis: 1000}]}
+""")
+    path = tmp_path / "c.zip"
+    write_kai_zip(snap, path)
+    own = kaidash_decisions(str(path))
+    assert own["allocated"] == {"ns/j1-0": "n1", "ns/j2-0": "n1"}
+    # room for both jobs: every insertion order decides the same, so all 5 orders match that outcome
+    assert job_orders_matching(str(path), [own], 5) == 5
+    other = dict(own, allocated={"ns/j1-0": "n1"})
+    assert job_orders_matching(str(path), [other], 5) == 0

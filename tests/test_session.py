@@ -102,6 +102,26 @@ def test_pipeline_elsewhere_is_a_move_with_releasing_copy_left_behind():
     assert s.status[i] == "running" and s.node[i] == n1 and s.nodes.rel[n1, GPU] == 0 and s.nodes.rel[n2, GPU] == 0
 
 
+def test_evicted_again_and_placed_on_the_node_it_was_moved_from_is_unevicted_where_it_was():
+    # KAI Statement.Pipeline looks the pod up in the target node's pods; the node a committed move left holds
+    # its releasing copy, so the pod is un-evicted (Statement.Unevict: back where it was evicted), not moved.
+    s = session_from_yaml(SNAP)
+    n1, n2 = s.nodes.index["n1"], s.nodes.index["n2"]
+    i = tid(s, "run-0")
+    first = Statement(s)
+    first.evict(i, "consolidation")
+    first.pipeline(i, n2, indices=[1, 2])
+    first.commit()
+    rel_n1, rel_n2 = s.nodes.rel[n1, GPU], s.nodes.rel[n2, GPU]
+    second = Statement(s)
+    second.evict(i, "reclaim")
+    assert s.status[i] == "releasing" and s.node[i] == n2
+    second.pipeline(i, n1, indices=[2, 3], update_if_on_node=False)
+    assert s.status[i] == "pipelined" and s.node[i] == n2      # restored where the second eviction found it
+    assert [e.action for e in s.evictions] == ["consolidation"]  # the reclaim eviction is undone
+    assert s.nodes.rel[n1, GPU] == rel_n1 and s.nodes.rel[n2, GPU] == rel_n2
+
+
 def test_fraction_group_opens_and_closes_whole_gpu():
     s = session_from_yaml(SNAP)
     n2 = s.nodes.index["n2"]

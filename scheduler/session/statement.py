@@ -54,11 +54,15 @@ class Statement:
         cur = s._state(task)
         self._record(task, cur)
         evicted_here = cur.status == "releasing" and cur.evict_prior is not None
-        if evicted_here and cur.node == node:
-            same_gpu = (not s.is_shared(task)) or not groups or groups == list(cur.groups)
+        on_node = _copy_on_node(cur, node) if evicted_here else None
+        if on_node is not None:
+            # KAI looks the pod up in the target node's pods, which still hold the releasing copy an earlier
+            # move left there: placed back on that node, the task is un-evicted where it was evicted from
+            # (Statement.Unevict undoes the eviction), not moved back (framework/statement.go: Pipeline).
+            same_gpu = (not s.is_shared(task)) or not groups or groups == list(on_node)
             if same_gpu and not update_if_on_node:
                 if cur.indices and s.kind_list[task] == KIND_WHOLE:
-                    self._reseat_pipelined(task, node, cur.indices)
+                    self._reseat_pipelined(task, cur.node, cur.indices)
                     self._record(task)
                 s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
                                           cur.shadow, None))
@@ -184,3 +188,15 @@ class Statement:
         # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
         # changes to undo]
         self._ops.append([task, self.session._state(task) if before is None else before, None, []])
+
+
+def _copy_on_node(cur: _TaskState, node: int) -> Optional[list]:
+    """GPU groups of the copy of an evicted task that ``node`` holds (KAI ``node.PodInfos``): the task itself
+    where it was evicted, or the releasing copy the latest move away from ``node`` left there; None when the
+    node holds none."""
+    if cur.node == node:
+        return list(cur.groups)
+    for sn, sg, _si, _acc in reversed(cur.shadow or ()):
+        if sn == node:
+            return list(sg)
+    return None
