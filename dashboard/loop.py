@@ -249,7 +249,7 @@ class LiveLoop:
             if tick is None or self.insight is None or tick.insight is None:
                 return
             self.state.publish(dataclasses.replace(tick, insight=self.insight.with_current_eta(
-                tick.insight, tick.scheduled)), record=False)
+                tick.insight, tick.scheduled)), record=False, fresh=False)
 
     # ------------------------------------------------------------------------------------ one tick
 
@@ -443,7 +443,8 @@ class LiveLoop:
         feed, tick = self._feed, self.state.tick
         if done and feed is not None and feed.static and tick is not None:
             # A fixed snapshot publishes no next tick: show what was found on the one it has.
-            self.state.publish(dataclasses.replace(tick, explanations=self._cached(tick.result)), record=False)
+            self.state.publish(dataclasses.replace(tick, explanations=self._cached(tick.result)),
+                               record=False, fresh=False)
         return done
 
     def _observe(self, tick: Tick) -> None:

@@ -300,11 +300,16 @@ class LiveState(param.Parameterized):
 
     # ------------------------------------------------------------------------------------ writers
 
-    def publish(self, tick: Tick, record: bool = True) -> None:
-        """Make ``tick`` the latest; clear any error; append its point to the history."""
+    def publish(self, tick: Tick, record: bool = True, fresh: bool = True) -> None:
+        """Make ``tick`` the latest; clear any error; append its point to the history. ``fresh=False``: the same
+        tick with something added later (a background ETA estimate): it replaces the tick on screen and leaves
+        the source's status alone, so a failing source stays marked stale."""
         if record:
             self.history.append(record_from_tick(tick))
         with self._lock:
+            if not fresh:
+                self.param.update(tick=tick, revision=self.revision + 1)
+                return
             self.param.update(tick=tick, last_tick_wall=tick.wall_time, error="", stale_since=None,
                               source_status="static" if self.source_kind == "snapshot" else "ok",
                               revision=self.revision + 1)

@@ -459,6 +459,21 @@ def test_failing_source_keeps_the_last_good_tick_and_says_stale(snapshot):
     assert st.stale_since == stale_since                    # "stale since" the first failure
 
 
+def test_a_late_eta_estimate_does_not_clear_the_stale_state(snapshot):
+    """A background ETA estimate that finishes after the source failed republishes the last good tick with the
+    estimate, and the page still says the data is stale since the first failure."""
+    loop = LiveLoop(SourceOptions(source="snapshot"), feed=_FlakyFeed(snapshot))
+    assert loop.step() is not None and loop.insight is not None
+    loop.step()
+    st = loop.state
+    stale_since, revision = st.stale_since, st.revision
+    assert st.source_status == "stale" and stale_since is not None
+    loop._eta_ready()                                       # what the estimator thread calls when it is done
+    assert st.revision == revision + 1                      # the tick was republished …
+    assert st.source_status == "stale" and st.stale_since == stale_since   # … and is still marked stale
+    assert "apiserver unreachable" in st.error
+
+
 def test_missing_snapshot_file_is_an_error_state_not_a_crash(tmp_path, monkeypatch):
     monkeypatch.setenv("KAIDASH_DATA_DIRS", str(tmp_path))   # the server reads only inside its data directories
     loop = LiveLoop(SourceOptions(source="snapshot", snapshot=str(tmp_path / "missing.yaml")))
