@@ -43,6 +43,8 @@ def main() -> int:
                 page.goto(f"{server.url}?view={view}", wait_until="networkidle", timeout=120_000)
                 page.locator(READY[view]).first.wait_for(state="visible", timeout=120_000)
                 page.locator("[data-view][data-complete]").wait_for(state="attached", timeout=120_000)
+                if view == "whatif":        # the steady state, not a run's "computing" line
+                    page.locator('[data-whatif="steady"]').wait_for(timeout=120_000)
                 page.wait_for_timeout(2500)
                 path = out / f"{view}.png"
                 page.screenshot(path=str(path))
@@ -50,6 +52,7 @@ def main() -> int:
                 if view == "whatif":        # also the fragmentation-aware placement (docs/placement-quality.md)
                     page.get_by_label("GPU placement strategy").select_option("fragaware")
                     page.locator('[data-whatif="overrides"]', has_text="fragaware").wait_for(timeout=120_000)
+                    page.locator('[data-whatif="steady"]').wait_for(timeout=120_000)
                     page.locator('[data-view="whatif"]').scroll_into_view_if_needed()
                     page.wait_for_timeout(1500)
                     page.screenshot(path=str(out / "whatif-fragaware.png"))
