@@ -375,7 +375,8 @@ def _dcgm_slices(snapshot: Snapshot, dcgm: pd.DataFrame) -> pd.DataFrame:
                           else np.where(rows["gpu_index"] >= 0, "snapshot", "unknown")),
     })
     out["offset"] = out.groupby(["node", "gpu_index"], sort=False)["share"].cumsum() - out["share"]
-    out["dra"] = out["task"].map(dra_claims_of(snapshot)).fillna("")
+    # object first: with no claim at all the mapped column is float NaN, and pandas 4 refuses "" as its fill value
+    out["dra"] = out["task"].map(dra_claims_of(snapshot)).astype(object).fillna("")
     return out[SLICE_COLUMNS].reset_index(drop=True)
 
 
@@ -472,7 +473,7 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
             base[c] = np.nan
     base["allocated"] = base["allocated"].fillna(0.0).clip(upper=1.0)
     base["slices"] = base["slices"].fillna(0).astype(int)
-    base["over_share"] = base["over_share"].fillna(False).astype(bool)
+    base["over_share"] = base["over_share"].eq(True)   # NaN (no metrics) -> False; no bool fill of a float column
     base["gpu_util"] = base["gpu_util"].astype(float).clip(upper=100.0)
     base["memory_used_mib"] = base["memory_used_mib"].astype(float)
     if is_dcgm_frame(gpu_frame) and len(gpu_frame):
