@@ -107,7 +107,7 @@ class Predicates:
 
     def start(self, tasks_on_nodes) -> None:
         """Record the tasks on nodes at session open (``(task, node)`` pairs)."""
-        constrained = [c for t in self.s.task_objs if (c := t.constraints) is not None]
+        constrained = self.s.constrained_tasks
         self.constrained = bool(constrained)
         # some task has preferred terms: pod-affinity scores (and KAI's session-long skips of them) can matter
         self.scores_affinity = any(c.preferred_pod_affinity or c.preferred_pod_anti_affinity for c in constrained)
