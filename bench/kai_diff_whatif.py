@@ -8,16 +8,15 @@ The what-if view runs scheduling cycles to steady state on the 64-node demo clus
 (:func:`bench.whatif_latency.cluster_64`, one run per slider of :data:`bench.whatif_latency.SLIDERS` and one for
 the cluster as it is). The states those cycles reach (half-placed gangs, releasing victims, pipelined tasks,
 a cluster over its fair shares after a slider moved) are cases the random generator of :mod:`bench.kai_diff_gen`
-does not produce. For each case this follows kaidash's own trajectory (:func:`trajectory`, the loop of
-:func:`scheduler.whatif.run_to_steady_state` with :func:`scheduler.engine.advance` between cycles), writes each
+does not produce. For each case this follows kaidash's own trajectory (:func:`trajectory`: the cycles
+:func:`scheduler.whatif.run_to_steady_state` itself runs, seen through its ``on_session`` hook), writes each
 cycle's *input* state as a KAI ``/get-snapshot`` zip (:func:`scheduler.sources.kai_export.write_kai_zip`, the
 snapshot's own action list: KAI's default one, without consolidation under spread placement), and compares
 kaidash's decisions on that zip with ``--kai-runs`` runs of KAI's ``snapshot-tool`` as :mod:`bench.kai_diff`
 does (identical, identical to one of KAI's runs, per type).
 
 kaidash's self-checks run with or without KAI: its decisions on the exported zip equal the in-memory session's
-on that state (the export loses nothing the engine reads), and the trajectory stops after the same number of
-cycles as ``run_to_steady_state``. With ``--kai-cache DIR`` KAI's runs are kept per state under
+on that state (the export loses nothing the engine reads). With ``--kai-cache DIR`` KAI's runs are kept per state under
 ``DIR/whatif/<case>/cycle-<n>-<sha256 of the zip>.json`` and reused. ``--job-orders N`` re-runs kaidash on every
 state that differs from all of KAI's runs with N random orders of its jobs (:func:`job_orders_matching`), to tell
 KAI's Go-map-order nondeterminism from a real difference.
@@ -59,18 +58,11 @@ def case_snapshot(whatif) -> object:
 
 
 def trajectory(snapshot, cycles: int = 10) -> list[tuple[object, object]]:
-    """``(input state, session result)`` per cycle, stopping where :func:`run_to_steady_state` stops."""
-    from scheduler.engine import advance, run_session
-    from scheduler.whatif import _task_state
+    """``(input state, session result)`` of every cycle :func:`run_to_steady_state` runs on ``snapshot``."""
+    from scheduler.whatif import run_to_steady_state
 
-    out = []
-    current = snapshot
-    for _ in range(max(1, cycles)):
-        result = run_session(current)
-        out.append((current, result))
-        if not result.evicted and _task_state(result.snapshot) == _task_state(current):
-            break
-        current = advance(result.snapshot)
+    out: list[tuple[object, object]] = []
+    run_to_steady_state(snapshot, cycles, on_session=lambda state, result: out.append((state, result)))
     return out
 
 
@@ -167,18 +159,9 @@ def _keep(folder: Path, zpath: Path, log: str, record: dict, binary: str) -> Non
 
 
 def run_case(label: str, whatif, opts: dict) -> list[dict]:
-    """Every cycle of one case, with the trajectory's own self-check (cycles as ``run_to_steady_state``)."""
-    from scheduler.whatif import run_to_steady_state
-
-    start = case_snapshot(whatif)
-    cycles = opts.get("cycles", 10)
-    steps = trajectory(start, cycles)
-    records = [run_state(label, k, state, result, opts) for k, (state, result) in enumerate(steps)]
-    expected = run_to_steady_state(start, cycles).cycles_run
-    if expected != len(steps):
-        records[-1]["invariant_failures"].append(
-            f"the trajectory ran {len(steps)} cycles, run_to_steady_state {expected}")
-    return records
+    """Every cycle of one case (the cycles ``run_to_steady_state`` runs for the what-if view)."""
+    steps = trajectory(case_snapshot(whatif), opts.get("cycles", 10))
+    return [run_state(label, k, state, result, opts) for k, (state, result) in enumerate(steps)]
 
 
 def summarise_case(records: list[dict]) -> dict:

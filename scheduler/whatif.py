@@ -481,7 +481,8 @@ def _task_state(snap: Snapshot) -> dict[str, tuple]:
 
 
 def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None,
-                        on_cycle: Optional[Callable[[int, "Outcome"], None]] = None) -> Outcome:
+                        on_cycle: Optional[Callable[[int, "Outcome"], None]] = None,
+                        on_session: Optional[Callable[[Snapshot, Any], None]] = None) -> Outcome:
     """Run scheduling cycles on ``snapshot`` (not modified) until one changes nothing, at most ``cycles``.
 
     Each cycle is one engine session (``run_session``); between cycles the engine's ``advance`` applies KAI's
@@ -493,6 +494,8 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None,
     ``on_cycle(n, interim)``, when given, is called after every cycle that does not end the run, with the
     :class:`Outcome` as it stands after cycle ``n`` (``run_ms``: time so far); it only observes (the returned
     outcome is the same with or without it) and may raise to abandon the run at that cycle boundary.
+    ``on_session(input, result)``, when given, sees every cycle's input snapshot and its session result, the
+    last cycle's too (e.g. to replay each cycle's input elsewhere, ``bench/kai_diff_whatif.py``).
     """
     import time
 
@@ -513,6 +516,8 @@ def run_to_steady_state(snapshot: Snapshot, cycles: int = 10, run_cycle=None,
     limit = max(1, cycles)
     for _ in range(limit):
         result = run_session(current)
+        if on_session is not None:
+            on_session(current, result)
         ran += 1
         last = result.snapshot
         for ev in result.evicted:
