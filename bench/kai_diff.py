@@ -243,10 +243,11 @@ def against_kai_runs(kd: dict, kai: list[dict], features: dict[str, set[str]]) -
     """kaidash's decisions against KAI's runs of one cluster: the comparison with the first run (``equal``,
     ``identical``, ``diffs``), whether another run matches, how many do, and KAI's own outcome counts."""
     cmp = compare(kd, kai[0], features)
+    others = [compare(kd, k, {})["identical"] for k in kai[1:]]   # each run compared once (30 runs, 200 clusters)
     out = {"kai": kai[0], "kai_runs": len(kai), "kai_nondeterministic": any(not _same_kai(kai[0], k) for k in kai[1:]),
            "kai_outcomes": _outcome_counts(kai), "equal": cmp["equal"], "identical": cmp["identical"],
-           "diffs": cmp["diffs"], "matches_other_kai_run": any(compare(kd, k, {})["identical"] for k in kai[1:]),
-           "kaidash_outcome_runs": sum(1 for k in kai if compare(kd, k, {})["identical"])}
+           "diffs": cmp["diffs"], "matches_other_kai_run": any(others),
+           "kaidash_outcome_runs": int(cmp["identical"]) + sum(others)}
     if out["kai_nondeterministic"]:
         # the other runs' evictions, so that eviction agreement can be read against each KAI outcome
         out["kai_other_evicted"] = [k.get("evicted", {}) for k in kai[1:]]
