@@ -42,7 +42,7 @@ from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_mas
 from .packing import capacity_with, may_place, task_classes, victim_delta
 from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, may_fit, sim_job_order,
                          sim_tasks_to_allocate)
-from .victims import Batch, VictimQueue, raw_gpu_capacity
+from .victims import Batch, TapedVictims, VictimQueue, raw_gpu_capacity
 
 Validator = Callable[[int, list, tuple], bool]
 """``validator(preemptor, victim batches, the probe's pending tasks) -> bool``."""
@@ -119,17 +119,23 @@ class Solver:
         self._pending: Optional[PendingJobs] = None
         self._lost: dict[tuple, list] = {}   # scenario key -> [_LostPreemptor]: see _lost_key
         self.lost_hits = 0        # scenarios answered by _lost (tests, diagnostics)
+        self._tapes: dict[tuple, dict] = {}   # see _victims
+        self._solves = 0
         self.trace = _TRACE[-1] if _TRACE else None   # see scenario_trace
 
     # ------------------------------------------------------------------ one preemptor
 
     def solve(self, j: int, make_victims: Callable[[], VictimQueue], tasks: Optional[list[int]] = None,
-              request: Optional[np.ndarray] = None) -> Optional[Solution]:
+              request: Optional[np.ndarray] = None, victims_key: Optional[tuple] = None) -> Optional[Solution]:
         """Search victims for job ``j``'s next chunk (``tasks`` when already computed, ``request`` their
         ``session.job_request`` with the smallest GPU memory when computed too); ``make_victims``
-        returns a fresh victim queue (one per generator and probe). None when no valid scenario was found;
-        ``self.last`` says what was tried, ``self.exhausted`` whether the action must stop."""
+        returns a fresh victim queue (one per generator and probe). ``victims_key``: equal for two searches
+        whose ``make_victims`` build the same queue (the action's candidates; see :meth:`_victims`). None
+        when no valid scenario was found; ``self.last`` says what was tried, ``self.exhausted`` whether the
+        action must stop."""
         s = self.s
+        self._solves += 1
+        self._victims_key = ("search", self._solves) if victims_key is None else ("action", victims_key)
         if tasks is None:
             tasks = sim_tasks_to_allocate(s, j)
         self.last = rec = SearchRecord(self.action)
@@ -217,7 +223,7 @@ class Solver:
                 if s.node[i] >= 0:
                     feasible[s.node[i]] = True
         quota = [s.request_gpus(i, None) for i in pending]
-        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota,
+        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._victims(), self._raw, quota,
                            self._raw_max())
         gen = gen_cls(ctx)
         own = task_classes(s, list(pending)) if self._check else None
@@ -274,6 +280,20 @@ class Solver:
             return _Probe(solution=sol)
         self._note_probe(gen_cls.name, k, False, tried)
         return _Probe()
+
+    def _victims(self) -> TapedVictims:
+        """A fresh victim queue for a probe, read through the pops an earlier probe or search already took from
+        the same queue (:class:`~.victims.VictimTape`): between two commits every probe starts from the same
+        session state (its simulations roll back before the generator pops again), and a queue built from the
+        same candidates pops the same batches in that state, whoever the preemptor is."""
+        s = self.s
+        key = (s.commits, len(s.evictions), self._victims_key)
+        tapes = self._tapes.get(key)
+        if tapes is None:
+            if self._tapes and next(iter(self._tapes))[:2] != key[:2]:
+                self._tapes.clear()   # a commit since: those pops cannot apply any more
+            tapes = self._tapes[key] = {}
+        return TapedVictims(tapes, self._make_victims)
 
     def _repeat_last_probe(self, gen_cls, n: int, gen_budget: Budget) -> Optional[_Probe]:
         """The final probe at k = n when the last probe already solved k = n with every victim evicted or
