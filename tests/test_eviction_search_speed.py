@@ -358,3 +358,36 @@ def test_a_record_answers_a_gang_probe_behind_the_recorded_preemptor(monkeypatch
     fast = _decisions(snap)
     monkeypatch.setattr(solver_mod.Solver, "remember_lost", False)
     assert _decisions(snap) == fast
+
+
+@pytest.mark.parametrize("case", [3, 55, "whatif-quota", "whatif-priority-last"])
+def test_shared_victim_pops_keep_every_decision(case, tmp_path, monkeypatch):
+    """Probes and searches read their victim queues through shared pops (``Solver._victims``, ``VictimTape``):
+    each reader gets exactly the batches a queue of its own pops, and the decisions equal those with a queue per
+    probe. On these clusters some reader replays pops another one took (else the test compares nothing)."""
+    from scheduler.actions import victims as victims_mod
+
+    snap = _priority_last_cycle() if case == "whatif-priority-last" else _watch_cluster(case, tmp_path)
+    real_pop = victims_mod.TapedVictims.pop
+    replayed: list = []
+    own: dict = {}   # id(reader) -> (reader, a queue of its own popped beside the shared one)
+
+    def checked_pop(self, recorded=frozenset()):
+        mine = own.setdefault(id(self), (self, self._make()))[1]
+        tape = self._tapes.get(recorded)
+        before = -1 if tape is None else len(tape.batches)
+        batch = real_pop(self, recorded)
+        expected = mine.pop(recorded)
+        assert (batch is None) == (expected is None)
+        if batch is not None:
+            assert (batch.job, batch.tasks, batch.elastic) == (expected.job, expected.tasks, expected.elastic)
+            replayed.append(len(self._tape.batches) == before)
+        return batch
+
+    monkeypatch.setattr(victims_mod.TapedVictims, "pop", checked_pop)
+    run_session(snap)
+    assert any(replayed)
+    monkeypatch.setattr(victims_mod.TapedVictims, "pop", real_pop)
+    fast = _decisions(snap)
+    monkeypatch.setattr(solver_mod.Solver, "share_victim_pops", False)
+    assert _decisions(snap) == fast

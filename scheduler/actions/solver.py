@@ -281,11 +281,13 @@ class Solver:
         self._note_probe(gen_cls.name, k, False, tried)
         return _Probe()
 
-    def _victims(self) -> TapedVictims:
+    def _victims(self):
         """A fresh victim queue for a probe, read through the pops an earlier probe or search already took from
         the same queue (:class:`~.victims.VictimTape`): between two commits every probe starts from the same
         session state (its simulations roll back before the generator pops again), and a queue built from the
         same candidates pops the same batches in that state, whoever the preemptor is."""
+        if not self.share_victim_pops:
+            return self._make_victims()
         s = self.s
         key = (s.commits, len(s.evictions), self._victims_key)
         tapes = self._tapes.get(key)
@@ -294,6 +296,9 @@ class Solver:
                 self._tapes.clear()   # a commit since: those pops cannot apply any more
             tapes = self._tapes[key] = {}
         return TapedVictims(tapes, self._make_victims)
+
+    share_victim_pops = True
+    """Read victim queues through :meth:`_victims`' shared pops; off: a queue of its own per probe (tests compare)."""
 
     def _repeat_last_probe(self, gen_cls, n: int, gen_budget: Budget) -> Optional[_Probe]:
         """The final probe at k = n when the last probe already solved k = n with every victim evicted or
