@@ -380,6 +380,17 @@ class Solver:
                 popped = []
         for i in victim_tasks:
             stmt.evict(i, self.action, preemptor=preemptor)
+        # A preemptor that _alone_decides and does not fit right after the evictions fails whatever the job order
+        # (placed first, it fails at its turn; after others, at the first of them): checked before the order is
+        # built where a queue tree orders the scenario (where every queue is top-level the preemptor mostly goes
+        # first and fits, and the check would only add a node search).
+        q = s.jobs[j].queue
+        early = q >= 0 and s.queues.parent[q] >= 0 and self._alone_decides(pending)
+        if early and not self._fits_alone(pending, allowed):
+            if popped is not None and s.job_over_capacity(j, pending) is None:
+                self._remember(lost, popped)   # it fits nowhere: see _lost_key
+            stmt.discard()
+            return None
         placed = False
         checked = False
         watch: Optional[_AloneWatch] = None
@@ -387,8 +398,8 @@ class Solver:
             if not placed and jj != j:   # another job goes before the preemptor
                 if not checked:
                     checked = True
-                    if self._alone_decides(pending):
-                        if not self._fits_alone(pending, allowed):
+                    if early or self._alone_decides(pending):
+                        if not early and not self._fits_alone(pending, allowed):
                             if popped is not None and s.job_over_capacity(j, pending) is None:
                                 self._remember(lost, popped)   # it fits nowhere: see _lost_key
                             stmt.discard()
@@ -440,8 +451,9 @@ class Solver:
           then never the head of its leaf before P is popped, so its resources (a probe's partial chunk) are
           never read.
 
-        P's simulation failed at its first victim (``_fits_alone``: no allowed node fits it) or when its watch
-        ran out of nodes (``_AloneWatch``) before P2 was popped: at that step P2 fits no allowed node either, and
+        P's simulation failed right after the evictions or at its first victim (``_fits_alone``: no allowed node
+        fits it) or when its watch ran out of nodes (``_AloneWatch``) before P2 was popped: at that step P2 fits
+        no allowed node either, and
         what is placed after it only takes resources, so P2's simulation fails at its turn (or earlier: its
         queue's capacity, its own watch), and everything it did would be rolled back (no KAI side effect of a
         discarded scenario is kept for such placements). So P2's scenario fails without being simulated."""
