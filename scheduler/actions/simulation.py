@@ -195,37 +195,6 @@ class _SimOrder(JobsOrderByQueues):
             res = self._known[j] = sim_job_resources(self.session, j)
         return res
 
-    def _key(self, node: _QueueNode) -> tuple:
-        """:meth:`JobsOrderByQueues._key` over :class:`_Leaf` leaves (their head read directly)."""
-        n = node
-        while not n.is_leaf:
-            n = n.children.items[0]
-        j = n.children.peek()
-        qv = self._qver[node.q]
-        jv = self._jver[j]
-        cached = node.key_cache
-        if cached is not None and cached[0] == qv and cached[1] == j and cached[2] == jv:
-            return cached[3]
-        key = queue_key(self.session, node.q, self._job_resources(j))
-        node.key_cache = (qv, j, jv, key)
-        return key
-
-    def _node_less(self, a: _QueueNode, b: _QueueNode) -> bool:
-        if a.is_leaf:
-            if a.children.peek() is None:
-                return True
-        elif not a.children.items:
-            return True
-        if b.is_leaf:
-            if b.children.peek() is None:
-                return False
-        elif not b.children.items:
-            return False
-        ka, kb = self._key(a), self._key(b)
-        if ka != kb:
-            return ka < kb
-        return queue_less(self.session, a.q, ka, b.q, kb)
-
 
 def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], skip: set) -> tuple[dict, dict]:
     """Per leaf queue of ``jobs``, a :class:`_Leaf` holding them and that queue's other pending jobs, and the
