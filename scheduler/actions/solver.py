@@ -119,7 +119,8 @@ class Solver:
         self._pending: Optional[PendingJobs] = None
         self._lost: dict[tuple, list] = {}   # scenario key -> [_LostPreemptor]: see _lost_key
         self.lost_hits = 0        # scenarios answered by _lost (tests, diagnostics)
-        self._tapes: dict[tuple, dict] = {}   # see _victims
+        self._tapes: dict[tuple, dict] = {}   # victims key -> {recorded victims: VictimTape}: see _victims
+        self._tape_window: Optional[tuple] = None
         self._solves = 0
         self.trace = _TRACE[-1] if _TRACE else None   # see scenario_trace
 
@@ -289,12 +290,13 @@ class Solver:
         if not self.share_victim_pops:
             return self._make_victims()
         s = self.s
-        key = (s.commits, len(s.evictions), self._victims_key)
-        tapes = self._tapes.get(key)
+        window = (s.commits, len(s.evictions))
+        if window != self._tape_window:
+            self._tapes.clear()   # a commit since: those pops cannot apply any more
+            self._tape_window = window
+        tapes = self._tapes.get(self._victims_key)
         if tapes is None:
-            if self._tapes and next(iter(self._tapes))[:2] != key[:2]:
-                self._tapes.clear()   # a commit since: those pops cannot apply any more
-            tapes = self._tapes[key] = {}
+            tapes = self._tapes[self._victims_key] = {}
         return TapedVictims(tapes, self._make_victims)
 
     share_victim_pops = True
