@@ -391,3 +391,22 @@ def test_shared_victim_pops_keep_every_decision(case, tmp_path, monkeypatch):
     fast = _decisions(snap)
     monkeypatch.setattr(solver_mod.Solver, "share_victim_pops", False)
     assert _decisions(snap) == fast
+
+
+def test_a_record_dominates_only_requests_that_fit_a_subset_of_its_nodes():
+    """``_LostPreemptor.dominated_by``: at least the recorded GPUs, CPU and memory, the same kind, and static
+    predicates passing a subset of the recorded preemptor's nodes (None: every node)."""
+    lost = solver_mod._LostPreemptor
+    some = np.array([True, True, False, True])
+    fewer = np.array([True, False, False, True])
+    other = np.array([False, False, True, True])
+    rec = lost(0, 1, ("a",), True, 1, 4.0, 32000.0, 256.0, some)
+    assert lost(1, 1, ("b",), True, 1, 4.0, 32000.0, 256.0, some).dominated_by(rec)
+    assert lost(1, 1, ("b",), True, 1, 8.0, 64000.0, 512.0, fewer).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 1, 8.0, 64000.0, 512.0, other).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 1, 8.0, 64000.0, 512.0, None).dominated_by(rec)   # every node: more
+    assert not lost(1, 1, ("b",), True, 1, 2.0, 64000.0, 512.0, fewer).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 1, 4.0, 32000.0, 255.0, fewer).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 0, 4.0, 32000.0, 256.0, fewer).dominated_by(rec)   # another kind
+    anywhere = lost(0, 1, ("a",), True, 1, 4.0, 32000.0, 256.0, None)
+    assert lost(1, 1, ("b",), True, 1, 4.0, 32000.0, 256.0, other).dominated_by(anywhere)

@@ -455,10 +455,10 @@ class Solver:
 
         P's simulation failed right after the evictions or at its first victim (``_fits_alone``: no allowed node
         fits it) or when its watch ran out of nodes (``_AloneWatch``) before P2 was popped: at that step P2 fits
-        no allowed node either, and
-        what is placed after it only takes resources, so P2's simulation fails at its turn (or earlier: its
-        queue's capacity, its own watch), and everything it did would be rolled back (no KAI side effect of a
-        discarded scenario is kept for such placements). So P2's scenario fails without being simulated."""
+        no allowed node either, and what is placed after it only takes resources, so P2's simulation fails at
+        its turn (or earlier: its queue's capacity, its own watch), and everything it did would be rolled back
+        (no KAI side effect of a discarded scenario is kept for such placements). So P2's scenario fails
+        without being simulated."""
         if not self.remember_lost or len(pending) != 1:
             return None
         s = self.s
@@ -476,7 +476,7 @@ class Solver:
         i = pending[0]
         if s.shape_key(i) is None:
             return None
-        static = s.predicates.static(i)[0] if s.predicates_apply else None
+        static = s.predicates.static(i)[0]   # node_values (Session._eval) reads it whatever predicates_apply says
         mine = _LostPreemptor(j, q, key, index.resources_of(j).tobytes() == request.tobytes(), s.kind_list[i],
                               s._node_gpu_l[i], s._cpu_l[i], s._mem_l[i], static)
         return (s.commits, len(s.evictions), qs.chains[q][-1], tuple(victim_tasks),
