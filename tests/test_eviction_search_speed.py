@@ -281,29 +281,132 @@ def test_scenarios_answered_from_another_preemptors_record_fail_when_simulated(m
     assert not any(hits)
 
 
-def test_a_record_answers_no_preemptor_of_another_request_shape(monkeypatch):
-    """The same what-if cluster with pend-56 asking 1 CPU core more than pend-77: it may fit a node pend-77 does
-    not, so none of its scenarios is answered from pend-77's records (pend-76, of pend-77's shape, still is), and
-    the decisions equal those with the records off."""
-    import dataclasses
-
-    snap = _watch_cluster("whatif-quota", None)
-    for job in snap.jobs:
-        if job.name == "pend-56":
-            job.tasks[0] = dataclasses.replace(job.tasks[0], cpu_millis=job.tasks[0].cpu_millis + 1000)
+def _answered_and_simulated(monkeypatch, snap) -> tuple[Counter, Counter]:
+    """Per preemptor (job name), its scenarios answered from a record and those simulated, in one session of
+    ``snap``; every answered scenario is simulated in full as well, and must fail."""
     simulated, answered = Counter(), Counter()
     real = solver_mod.Solver._simulate
 
-    def counting(self, *args):
+    def counting(self, sc, feasible, request):
         before = self.lost_hits
-        result = real(self, *args)
+        result = real(self, sc, feasible, request)
         name = self.s.jobs[self._j].job.name
-        (answered if self.lost_hits > before else simulated)[name] += 1
+        if self.lost_hits > before:
+            assert result is None
+            answered[name] += 1
+            self.remember_lost = False
+            try:
+                full = real(self, sc, feasible, request)
+            finally:
+                del self.remember_lost
+            assert full is None, f"{name}: a scenario answered as failed succeeds when simulated"
+        else:
+            simulated[name] += 1
         return result
 
     monkeypatch.setattr(solver_mod.Solver, "_simulate", counting)
+    run_session(snap)
+    monkeypatch.setattr(solver_mod.Solver, "_simulate", real)
+    return answered, simulated
+
+
+def _with_cpu(snap, job: str, delta: int):
+    import dataclasses
+
+    for j in snap.jobs:
+        if j.name == job:
+            j.tasks[0] = dataclasses.replace(j.tasks[0], cpu_millis=j.tasks[0].cpu_millis + delta)
+    return snap
+
+
+@pytest.mark.parametrize("cpu_delta", [-1000, 0, 1000])
+def test_a_record_answers_only_preemptors_that_fit_where_it_fits(cpu_delta, monkeypatch):
+    """The what-if quota cluster with pend-56 asking ``cpu_delta`` millicores more than pend-77 (same GPUs and
+    memory, same node constraints). With less CPU it may fit a node pend-77 does not: none of its scenarios is
+    answered from pend-77's records. With the same or more CPU it fits only where pend-77 fits
+    (``_LostPreemptor.dominated_by``): its scenarios are answered, and each fails when simulated in full. Either
+    way the decisions equal those with the records off."""
+    snap = _with_cpu(_watch_cluster("whatif-quota", None), "pend-56", cpu_delta)
+    answered, simulated = _answered_and_simulated(monkeypatch, snap)
+    assert simulated["pend-56"] > 20
+    if cpu_delta < 0:
+        assert not answered["pend-56"]
+    else:
+        assert answered["pend-56"] > 20
     fast = _decisions(snap)
-    assert simulated["pend-56"] > 20 and not answered["pend-56"]
-    assert answered["pend-76"] > 20
     monkeypatch.setattr(solver_mod.Solver, "remember_lost", False)
     assert _decisions(snap) == fast
+
+
+def _priority_last_cycle():
+    """The input of the last cycle of the 64-node what-if demo with its queue priority slider moved."""
+    from scheduler.whatif import run_to_steady_state
+
+    inputs: list = []
+    run_to_steady_state(SLIDERS["queue priority"].apply(cluster_64()), 10, on_session=lambda snap, _: inputs.append(snap))
+    return inputs[-1]
+
+
+def test_a_record_answers_a_gang_probe_behind_the_recorded_preemptor(monkeypatch):
+    """In the last cycle of the queue priority slider, pend-52 (a gang of two 8-GPU tasks in ``llm``) probes its
+    first task alone: a request its pending-job index entry (both tasks) does not hold. It sits behind pend-16
+    (one 8-GPU task) in the same leaf queue, so pend-16's failed scenarios answer its k = 1 probe; each answered
+    one fails when simulated in full, and the decisions equal those with the records off."""
+    snap = _priority_last_cycle()
+    answered, _ = _answered_and_simulated(monkeypatch, snap)
+    assert answered["pend-52"] > 5
+    fast = _decisions(snap)
+    monkeypatch.setattr(solver_mod.Solver, "remember_lost", False)
+    assert _decisions(snap) == fast
+
+
+@pytest.mark.parametrize("case", [3, 55, "whatif-quota", "whatif-priority-last"])
+def test_shared_victim_pops_keep_every_decision(case, tmp_path, monkeypatch):
+    """Probes and searches read their victim queues through shared pops (``Solver._victims``, ``VictimTape``):
+    each reader gets exactly the batches a queue of its own pops, and the decisions equal those with a queue per
+    probe. On these clusters some reader replays pops another one took (else the test compares nothing)."""
+    from scheduler.actions import victims as victims_mod
+
+    snap = _priority_last_cycle() if case == "whatif-priority-last" else _watch_cluster(case, tmp_path)
+    real_pop = victims_mod.TapedVictims.pop
+    replayed: list = []
+    own: dict = {}   # id(reader) -> (reader, a queue of its own popped beside the shared one)
+
+    def checked_pop(self, recorded=frozenset()):
+        mine = own.setdefault(id(self), (self, self._make()))[1]
+        tape = self._tapes.get(recorded)
+        before = -1 if tape is None else len(tape.batches)
+        batch = real_pop(self, recorded)
+        expected = mine.pop(recorded)
+        assert (batch is None) == (expected is None)
+        if batch is not None:
+            assert (batch.job, batch.tasks, batch.elastic) == (expected.job, expected.tasks, expected.elastic)
+            replayed.append(len(self._tape.batches) == before)
+        return batch
+
+    monkeypatch.setattr(victims_mod.TapedVictims, "pop", checked_pop)
+    run_session(snap)
+    assert any(replayed)
+    monkeypatch.setattr(victims_mod.TapedVictims, "pop", real_pop)
+    fast = _decisions(snap)
+    monkeypatch.setattr(solver_mod.Solver, "share_victim_pops", False)
+    assert _decisions(snap) == fast
+
+
+def test_a_record_dominates_only_requests_that_fit_a_subset_of_its_nodes():
+    """``_LostPreemptor.dominated_by``: at least the recorded GPUs, CPU and memory, the same kind, and static
+    predicates passing a subset of the recorded preemptor's nodes (None: every node)."""
+    lost = solver_mod._LostPreemptor
+    some = np.array([True, True, False, True])
+    fewer = np.array([True, False, False, True])
+    other = np.array([False, False, True, True])
+    rec = lost(0, 1, ("a",), True, 1, 4.0, 32000.0, 256.0, some)
+    assert lost(1, 1, ("b",), True, 1, 4.0, 32000.0, 256.0, some).dominated_by(rec)
+    assert lost(1, 1, ("b",), True, 1, 8.0, 64000.0, 512.0, fewer).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 1, 8.0, 64000.0, 512.0, other).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 1, 8.0, 64000.0, 512.0, None).dominated_by(rec)   # every node: more
+    assert not lost(1, 1, ("b",), True, 1, 2.0, 64000.0, 512.0, fewer).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 1, 4.0, 32000.0, 255.0, fewer).dominated_by(rec)
+    assert not lost(1, 1, ("b",), True, 0, 4.0, 32000.0, 256.0, fewer).dominated_by(rec)   # another kind
+    anywhere = lost(0, 1, ("a",), True, 1, 4.0, 32000.0, 256.0, None)
+    assert lost(1, 1, ("b",), True, 1, 4.0, 32000.0, 256.0, other).dominated_by(anywhere)

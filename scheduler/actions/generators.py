@@ -160,6 +160,13 @@ class NodeLocalGreedy:
         self.acc = Accumulator(ctx)
         self._queue: list[Scenario] = []
         self._started = False
+        # the accumulation's batches per job (recorded first) and its jobs per node, kept up to date with the
+        # batches the accumulation has added since the last call (it only grows)
+        self._by_job: dict[int, list[Batch]] = {}
+        for b in ctx.recorded:
+            self._by_job.setdefault(b.job, []).append(b)
+        self._on_node: dict[int, list[int]] = {}
+        self._seen = 0
 
     def next(self) -> Optional[Scenario]:
         while True:
@@ -182,11 +189,8 @@ class NodeLocalGreedy:
         # A job's victims in the scenario include its recorded ones: KAI's VictimsTasksFromNodes returns every
         # task group of a job with a potential victim on the node, and the recorded jobs' groups are among them
         # (BaseScenario.victimsJobsTaskGroups), so a recorded task is then also a potential victim.
-        by_job: dict[int, list[Batch]] = {}
-        for b in acc.ctx.recorded:
-            by_job.setdefault(b.job, []).append(b)
-        on_node: dict[int, list[int]] = {}
-        for b in acc.potential:
+        by_job, on_node = self._by_job, self._on_node
+        for b in acc.potential[self._seen:]:
             by_job.setdefault(b.job, []).append(b)
             for i in b.tasks:
                 n = node[i]
@@ -194,6 +198,7 @@ class NodeLocalGreedy:
                     jobs = on_node.setdefault(n, [])
                     if b.job not in jobs:
                         jobs.append(b.job)
+        self._seen = len(acc.potential)
         out, seen = [], set()
         for n in nodes:
             jobs = on_node.get(n)
@@ -268,29 +273,31 @@ class _SubScenarios:
         s = ctx.session
         node, accepted = s.node, s.accepted
         self.batches = list(acc.potential)
-        recorded_freed: dict[int, float] = {}
-        for b in ctx.recorded:
-            for i in b.tasks:
-                if node[i] >= 0:
-                    recorded_freed[node[i]] = recorded_freed.get(node[i], 0.0) + accepted[i]
+        recorded_freed, feasible_offer = _probe_offers(ctx)
         node_batches: dict[int, list[int]] = {}
         first_seen: dict[int, int] = {}
+        freed: dict[tuple, float] = {}   # (node, batch) -> GPUs the batch's tasks there hold, summed in task order
         idx = 0
         for bi, b in enumerate(self.batches):
             for i in b.tasks:
                 n = node[i]
                 if n >= 0:
-                    first_seen.setdefault(n, idx)
-                    lst = node_batches.setdefault(n, [])
-                    if bi not in lst:
+                    if n not in first_seen:
+                        first_seen[n] = idx
+                    lst = node_batches.get(n)
+                    if lst is None:
+                        node_batches[n] = [bi]
+                    elif lst[-1] != bi:   # batches are walked in order: bi can only be the last one listed
                         lst.append(bi)
+                    nb = (n, bi)
+                    freed[nb] = freed.get(nb, 0) + accepted[i]
                 idx += 1
         raw = ctx.raw_capacity
         cap = {}
         for n, bis in node_batches.items():
             c = recorded_freed.get(n, 0.0) + float(raw[n])
             for bi in bis:
-                c += sum(accepted[i] for i in self.batches[bi].tasks if node[i] == n)
+                c += freed[(n, bi)]
             cap[n] = c
         quota = ctx.gpu_quota
         demand = sum(quota)
@@ -298,9 +305,9 @@ class _SubScenarios:
         nodes = [n for n in node_batches if not (min_task > 0 and cap[n] < min_task)]
         nodes.sort(key=lambda n: (cap[n], first_seen[n]))
         baseline = 0.0
-        for n in np.nonzero(ctx.feasible)[0].tolist():
+        for n, offer in feasible_offer:
             if n not in node_batches:
-                baseline += float(raw[n]) + recorded_freed.get(n, 0.0)
+                baseline += offer
         remaining = max(0.0, demand - baseline)
         k = 0
         if remaining > 0:
@@ -327,6 +334,23 @@ class _SubScenarios:
             self.k = min(k + self.dk, len(nodes))
             self.dk *= 2
         return [self.batches[bi] for bi in sorted(picked)]
+
+
+def _probe_offers(ctx: ProbeContext) -> tuple[dict, list]:
+    """Per probe (kept on its context): GPUs the recorded victims free per node, and ``(node, idle + releasing
+    GPUs + recorded victims' GPUs)`` of every feasible node in node order (what :class:`_SubScenarios` sums)."""
+    hit = ctx.__dict__.get("_offers")
+    if hit is None:
+        node, accepted = ctx.session.node, ctx.session.accepted
+        recorded_freed: dict[int, float] = {}
+        for b in ctx.recorded:
+            for i in b.tasks:
+                if node[i] >= 0:
+                    recorded_freed[node[i]] = recorded_freed.get(node[i], 0.0) + accepted[i]
+        raw = ctx.raw_capacity
+        offers = [(n, float(raw[n]) + recorded_freed.get(n, 0.0)) for n in np.nonzero(ctx.feasible)[0].tolist()]
+        hit = ctx._offers = (recorded_freed, offers)
+    return hit
 
 
 def greedy_fits(req: list[float], cap: np.ndarray, cap_max: Optional[float] = None) -> bool:

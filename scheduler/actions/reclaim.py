@@ -396,7 +396,10 @@ def reclaim(session) -> None:
             continue
         validator = ReclaimValidator(session, j, req, tasks)
         solver.validator = validator
-        solution = solver.solve(j, lambda: VictimQueue(session, facts, victims), tasks, req)
+        # the candidates are a function of the reclaimer's queue and the victim leaves it may take from
+        # (facts change only with a commit): searches with equal ones share the victim queue's pops
+        solution = solver.solve(j, lambda: VictimQueue(session, facts, victims), tasks, req,
+                                victims_key=(session.jobs[j].queue, tuple(sorted(victims))))
         if solution is None:
             note_failed_search(session, j, solver.last)
             if solver.exhausted:

@@ -42,7 +42,7 @@ from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_mas
 from .packing import capacity_with, may_place, task_classes, victim_delta
 from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, may_fit, sim_job_order,
                          sim_tasks_to_allocate)
-from .victims import Batch, VictimQueue, raw_gpu_capacity
+from .victims import Batch, TapedVictims, VictimQueue, raw_gpu_capacity
 
 Validator = Callable[[int, list, tuple], bool]
 """``validator(preemptor, victim batches, the probe's pending tasks) -> bool``."""
@@ -117,19 +117,26 @@ class Solver:
         self.exhausted = False    # a job's budget ran out: the action stops (KAI SearchResultDeadlineExhausted)
         self.last: Optional[SearchRecord] = None
         self._pending: Optional[PendingJobs] = None
-        self._lost: dict[tuple, frozenset] = {}   # see _lost_key
+        self._lost: dict[tuple, list] = {}   # scenario key -> [_LostPreemptor]: see _lost_key
         self.lost_hits = 0        # scenarios answered by _lost (tests, diagnostics)
+        self._tapes: dict[tuple, dict] = {}   # victims key -> {recorded victims: VictimTape}: see _victims
+        self._tape_window: Optional[tuple] = None
+        self._solves = 0
         self.trace = _TRACE[-1] if _TRACE else None   # see scenario_trace
 
     # ------------------------------------------------------------------ one preemptor
 
     def solve(self, j: int, make_victims: Callable[[], VictimQueue], tasks: Optional[list[int]] = None,
-              request: Optional[np.ndarray] = None) -> Optional[Solution]:
+              request: Optional[np.ndarray] = None, victims_key: Optional[tuple] = None) -> Optional[Solution]:
         """Search victims for job ``j``'s next chunk (``tasks`` when already computed, ``request`` their
         ``session.job_request`` with the smallest GPU memory when computed too); ``make_victims``
-        returns a fresh victim queue (one per generator and probe). None when no valid scenario was found;
-        ``self.last`` says what was tried, ``self.exhausted`` whether the action must stop."""
+        returns a fresh victim queue (one per generator and probe). ``victims_key``: equal for two searches
+        whose ``make_victims`` build the same queue (the action's candidates; see :meth:`_victims`). None
+        when no valid scenario was found; ``self.last`` says what was tried, ``self.exhausted`` whether the
+        action must stop."""
         s = self.s
+        self._solves += 1
+        self._victims_key = ("search", self._solves) if victims_key is None else ("action", victims_key)
         if tasks is None:
             tasks = sim_tasks_to_allocate(s, j)
         self.last = rec = SearchRecord(self.action)
@@ -217,7 +224,7 @@ class Solver:
                 if s.node[i] >= 0:
                     feasible[s.node[i]] = True
         quota = [s.request_gpus(i, None) for i in pending]
-        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._make_victims(), self._raw, quota,
+        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._victims(), self._raw, quota,
                            self._raw_max())
         gen = gen_cls(ctx)
         own = task_classes(s, list(pending)) if self._check else None
@@ -274,6 +281,26 @@ class Solver:
             return _Probe(solution=sol)
         self._note_probe(gen_cls.name, k, False, tried)
         return _Probe()
+
+    def _victims(self):
+        """A fresh victim queue for a probe, read through the pops an earlier probe or search already took from
+        the same queue (:class:`~.victims.VictimTape`): between two commits every probe starts from the same
+        session state (its simulations roll back before the generator pops again), and a queue built from the
+        same candidates pops the same batches in that state, whoever the preemptor is."""
+        if not self.share_victim_pops:
+            return self._make_victims()
+        s = self.s
+        window = (s.commits, len(s.evictions))
+        if window != self._tape_window:
+            self._tapes.clear()   # a commit since: those pops cannot apply any more
+            self._tape_window = window
+        tapes = self._tapes.get(self._victims_key)
+        if tapes is None:
+            tapes = self._tapes[self._victims_key] = {}
+        return TapedVictims(tapes, self._make_victims)
+
+    share_victim_pops = True
+    """Read victim queues through :meth:`_victims`' shared pops; off: a queue of its own per probe (tests compare)."""
 
     def _repeat_last_probe(self, gen_cls, n: int, gen_budget: Budget) -> Optional[_Probe]:
         """The final probe at k = n when the last probe already solved k = n with every victim evicted or
@@ -345,15 +372,27 @@ class Solver:
         lost = self._lost_key(victim_tasks, batches, allowed, pending, request)
         popped: Optional[list] = None
         if lost is not None:
-            if self._lost and next(iter(self._lost))[:2] != lost[:2]:
+            key, mine = lost
+            if self._lost and next(iter(self._lost))[:2] != key[:2]:
                 self._lost.clear()   # a commit since: those records cannot apply any more
-            hit = self._lost.get(lost)
-            if hit is not None and j not in hit:
+            if any(self._answers(rec, mine) for rec in self._lost.get(key, ())):
                 self.lost_hits += 1
                 return None
-            popped = [] if len(self._lost) < _LOST_LIMIT else None
+            if mine.conform and len(self._lost) < _LOST_LIMIT:
+                popped = []
         for i in victim_tasks:
             stmt.evict(i, self.action, preemptor=preemptor)
+        # A preemptor that _alone_decides and does not fit right after the evictions fails whatever the job order
+        # (placed first, it fails at its turn; after others, at the first of them): checked before the order is
+        # built where a queue tree orders the scenario (where every queue is top-level the preemptor mostly goes
+        # first and fits, and the check would only add a node search).
+        q = s.jobs[j].queue
+        early = q >= 0 and s.queues.parent[q] >= 0 and self._alone_decides(pending)
+        if early and not self._fits_alone(pending, allowed):
+            if popped is not None and s.job_over_capacity(j, pending) is None:
+                self._remember(lost, popped)   # it fits nowhere: see _lost_key
+            stmt.discard()
+            return None
         placed = False
         checked = False
         watch: Optional[_AloneWatch] = None
@@ -361,10 +400,10 @@ class Solver:
             if not placed and jj != j:   # another job goes before the preemptor
                 if not checked:
                     checked = True
-                    if self._alone_decides(pending):
-                        if not self._fits_alone(pending, allowed):
+                    if early or self._alone_decides(pending):
+                        if not early and not self._fits_alone(pending, allowed):
                             if popped is not None and s.job_over_capacity(j, pending) is None:
-                                self._lost[lost] = frozenset(popped)   # it fits nowhere: see _lost_key
+                                self._remember(lost, popped)   # it fits nowhere: see _lost_key
                             stmt.discard()
                             return None
                         watch = _AloneWatch.start(s, j, pending, allowed) if self.watch_alone else None
@@ -377,7 +416,7 @@ class Solver:
                 placed = True
             elif watch is not None and not placed and not watch.still_fits(mark, jj):
                 if popped is not None and not watch.nodes:
-                    self._lost[lost] = frozenset(popped)   # no node left for it: see _lost_key
+                    self._remember(lost, popped)   # no node left for it: see _lost_key
                 stmt.discard()   # the preemptor fits nowhere any more: it fails at its turn (see _AloneWatch)
                 return None
         if not placed or (self.validator is not None and not self.validator(j, batches, sc.pending)):
@@ -396,19 +435,30 @@ class Solver:
 
     def _lost_key(self, victim_tasks: list, batches: list, allowed: np.ndarray, pending: list,
                   request: np.ndarray) -> Optional[tuple]:
-        """The key under which a scenario that failed before the preemptor's turn because it fit nowhere is
-        remembered, for another preemptor of the same request shape (None where the record cannot apply).
+        """``(key, preemptor)``: the key under which a scenario that failed before the preemptor's turn because it
+        fit nowhere is remembered, for other preemptors, and this preemptor's :class:`_LostPreemptor` (None where
+        no record can apply).
 
-        Between two commits every search starts from the same session state. Take preemptors P and P2 that
-        :meth:`_alone_decides`, of one request shape (:meth:`Session.shape_key`: they fit and score every node
-        alike in every state), in leaf queues under one top-level queue, each in the action's pending-job index
-        with the key and resources its own simulation gives it, neither a victim. A simulation of victims V (same
-        tasks, same order, same allowed nodes) then builds one queue tree for P and for P2 — each is the other's
-        pending job — so it pops the same jobs and places the same victims in the same way until P or P2 comes
-        up. P's simulation failed at its first victim (``_fits_alone``: no allowed node fits it) or when its
-        watch ran out of nodes (``_AloneWatch``) before P2 was popped: P2's fails there too, or earlier (its
-        queue's capacity), with the same outcome, and everything it did would be rolled back (no KAI side effect
-        of a discarded scenario is kept for such placements). So P2's scenario fails without being simulated."""
+        Between two commits every search starts from the same session state. Take preemptors P (the record's)
+        and P2 that :meth:`_alone_decides`, in leaf queues under one top-level queue, neither a victim, P2
+        *dominated* by P: of P's kind (CPU-only or whole GPUs), asking at least P's GPUs, CPU and memory, with
+        static predicates that pass a subset of the nodes P's pass (:meth:`_LostPreemptor.dominated_by`), so P2
+        fits only where P fits, in every state. A simulation of victims V (same tasks, same order, same allowed
+        nodes) builds one queue tree for P and for P2 — each is the other's skipped pending job — and pops the
+        same jobs and places the same victims in the same way until P or P2 comes up, when
+
+        - both are in the action's pending-job index with the order key and resources their own simulations
+          give them (``conform``), or
+        - P is, P2 is in the index with its own order key, and P2 sits behind P in the same leaf queue: P2 is
+          then never the head of its leaf before P is popped, so its resources (a probe's partial chunk) are
+          never read.
+
+        P's simulation failed right after the evictions or at its first victim (``_fits_alone``: no allowed node
+        fits it) or when its watch ran out of nodes (``_AloneWatch``) before P2 was popped: at that step P2 fits
+        no allowed node either, and what is placed after it only takes resources, so P2's simulation fails at
+        its turn (or earlier: its queue's capacity, its own watch), and everything it did would be rolled back
+        (no KAI side effect of a discarded scenario is kept for such placements). So P2's scenario fails
+        without being simulated."""
         if not self.remember_lost or len(pending) != 1:
             return None
         s = self.s
@@ -419,15 +469,30 @@ class Solver:
             return None
         index = self._pending
         key = index.keys.get(j)
-        if key is None or key != job_order_key(s, j) or index.resources_of(j).tobytes() != request.tobytes():
+        if key is None or key != job_order_key(s, j):
             return None
         if any(b.job == j for b in batches):
             return None
-        shape = s.shape_key(pending[0])
-        if shape is None:
+        i = pending[0]
+        if s.shape_key(i) is None:
             return None
-        return (s.commits, len(s.evictions), qs.chains[q][-1], shape, tuple(victim_tasks),
-                np.packbits(allowed).tobytes())
+        static = s.predicates.static(i)[0]   # node_values (Session._eval) reads it whatever predicates_apply says
+        mine = _LostPreemptor(j, q, key, index.resources_of(j).tobytes() == request.tobytes(), s.kind_list[i],
+                              s._node_gpu_l[i], s._cpu_l[i], s._mem_l[i], static)
+        return (s.commits, len(s.evictions), qs.chains[q][-1], tuple(victim_tasks),
+                np.packbits(allowed).tobytes()), mine
+
+    def _remember(self, lost: tuple, popped: list) -> None:
+        key, mine = lost
+        mine.popped = frozenset(popped)
+        self._lost.setdefault(key, []).append(mine)
+
+    @staticmethod
+    def _answers(rec: "_LostPreemptor", p2: "_LostPreemptor") -> bool:
+        """Whether record ``rec`` (of the same scenario key) answers preemptor ``p2``'s scenario (see _lost_key)."""
+        if p2.job in rec.popped or not p2.dominated_by(rec):
+            return False
+        return p2.conform or (p2.leaf == rec.leaf and rec.key < p2.key)
 
     def _alone_decides(self, pending: list[int]) -> bool:
         """Whether the preemptor's placement can only get harder as the simulation places other jobs before it:
@@ -601,6 +666,28 @@ class _AloneWatch:
         if q >= 0 and self.chain.intersection(s.queues.chains[q]):
             return s.job_over_capacity(self.j, self.pending) is None
         return True
+
+
+class _LostPreemptor:
+    """A one-task preemptor as a failed-scenario record (:meth:`Solver._lost_key`) sees it."""
+
+    __slots__ = ("job", "leaf", "key", "conform", "kind", "gpus", "cpu", "mem", "static", "popped")
+
+    def __init__(self, job: int, leaf: int, key: tuple, conform: bool, kind: int, gpus: float, cpu: float,
+                 mem: float, static: Optional[np.ndarray]):
+        self.job, self.leaf, self.key, self.conform = job, leaf, key, conform
+        self.kind, self.gpus, self.cpu, self.mem, self.static = kind, gpus, cpu, mem, static
+        self.popped: frozenset = frozenset()   # the jobs the record's simulation popped before it failed
+
+    def dominated_by(self, other: "_LostPreemptor") -> bool:
+        """Whether this task fits only on nodes where ``other`` fits, in every state (``Session._eval_node``:
+        ready, free GPUs, CPU, memory and a pod slot, the static predicates)."""
+        if self.kind != other.kind or self.gpus < other.gpus or self.cpu < other.cpu or self.mem < other.mem:
+            return False
+        mask, theirs = self.static, other.static
+        if theirs is None or mask is theirs:
+            return True
+        return mask is not None and not bool((mask & ~theirs).any())
 
 
 _LOST_LIMIT = 20_000

@@ -479,6 +479,57 @@ class VictimQueue(JobsOrderByQueues):
         raise NotImplementedError("victims are pushed back by pop()")
 
 
+class VictimTape:
+    """What one :class:`VictimQueue` pops for one set of recorded victims, kept for every reader that would build
+    the same queue in the same session state: the same inputs and state give the same pops, so a later reader
+    replays them and the queue is only advanced past them (the eviction solver's probes and generators read
+    one queue each, between simulations that all roll back)."""
+
+    __slots__ = ("queue", "batches", "done")
+
+    def __init__(self, queue: VictimQueue):
+        self.queue = queue
+        self.batches: list = []
+        self.done = False
+
+
+class TapedVictims:
+    """A victim queue read through a :class:`VictimTape` (one per recorded victim set, from ``tapes``, made on
+    first use with ``make``): the same pops as a queue of its own from ``make()``."""
+
+    __slots__ = ("_tapes", "_make", "_tape", "_pos")
+
+    def __init__(self, tapes: dict, make):
+        self._tapes, self._make = tapes, make
+        self._tape: Optional[VictimTape] = None
+        self._pos = 0
+
+    def pop(self, recorded: frozenset = frozenset()) -> Optional[Batch]:
+        """:meth:`VictimQueue.pop` (every call of one reader passes the same ``recorded``)."""
+        tape = self._tape
+        if tape is None:
+            tape = self._tapes.get(recorded)
+            if tape is None:
+                tape = self._tapes[recorded] = VictimTape(self._make())
+            self._tape = tape
+        pos = self._pos
+        if pos < len(tape.batches):
+            self._pos = pos + 1
+            return tape.batches[pos]
+        if tape.done:
+            return None
+        batch = tape.queue.pop(recorded)
+        if batch is None:
+            tape.done = True
+            return None
+        tape.batches.append(batch)
+        self._pos = pos + 1
+        return batch
+
+    def candidate_tasks(self) -> list[int]:
+        return self._make().candidate_tasks()
+
+
 # ---------------------------------------------------------------------------------------------- capacity
 
 _CAPACITY_CACHE: dict[int, tuple] = {}
