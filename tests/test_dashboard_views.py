@@ -447,3 +447,35 @@ def test_time_series_lines_share_one_source_and_a_gone_series_is_not_drawn():
     assert not chart.empty.visible
     chart.update(pd.Series([], dtype="datetime64[ns]"), {})
     assert len(chart.source.data["at"]) == 0 and chart.empty.visible
+
+
+def test_every_view_builds_without_panels_pending_deprecations(state):  # noqa: F811
+    """Widget labels and button looks use the names Panel 2.0 keeps (``label``, ``color``, ``variant``) where the
+    installed Panel has them: building the whole app and every view warns of nothing being removed."""
+    import warnings
+
+    from dashboard.app import Dashboard
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PendingDeprecationWarning)
+        app = Dashboard(state)
+        app.__panel__()
+        for view in ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings"):
+            app.selection.view = view
+        for view in app.views.values():
+            view.__panel__()
+    assert len(app.views) == 8
+    assert app.views["whatif"].pin_btn.label == "Pin latest live state"
+    assert app.views["whatif"].pin_btn.name == "Pin latest live state"     # name stays in step (Panel's alias)
+
+
+def test_widget_args_spells_label_and_button_look_as_the_installed_panel_wants():
+    import panel as pn
+
+    args = common.widget_args(label="Apply", button_type="danger", button_style="outline", width=100)
+    button = pn.widgets.Button(**args)
+    assert args["width"] == 100 and button.label == "Apply" and button.button_type == "danger"
+    assert button.button_style == "outline"
+    new = "color" in pn.widgets.Button.param
+    assert ("color" in args and "button_type" not in args) if new else ("button_type" in args)
+    assert common.widget_args() == {}

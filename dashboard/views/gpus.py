@@ -35,7 +35,7 @@ from ..frames import held_unknown
 from ..models import GpusModel
 from .base import View
 from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, number_formatters, percent_formatters, queue_colours,
-                     keyed, table, update_table)
+                     keyed, table, update_table, widget_args)
 from .plots import add_glyph, assign_columns
 
 CELL_PX = 22
@@ -262,17 +262,18 @@ class GpusView(View):
 
     def _build(self):
         m = self.model
-        self.colour = pn.widgets.RadioButtonGroup.from_param(m.param.colour_by, button_type="primary",
-                                                             button_style="outline", name="Colour by", width=300)
-        self.pool = pn.widgets.Select(name="Node pool", options=[""] + m.pools(), width=140)
-        self.gpu_model = pn.widgets.Select(name="GPU model", options=[""] + m.models(), width=200)
-        self.queue = pn.widgets.Select(name="Queue", options=[""] + m.queues(), width=150)
-        self.flagged = pn.widgets.Checkbox.from_param(m.param.flagged_only, name="only flagged nodes")
-        self.page = pn.widgets.Select(name="Page", options=[1], value=1, width=80)
-        self.group = pn.widgets.Select(name="Group by", options=["none"], value="none", width=110, visible=False)
+        self.colour = pn.widgets.RadioButtonGroup.from_param(m.param.colour_by, **widget_args(
+            label="Colour by", button_type="primary", button_style="outline", width=300))
+        self.pool = pn.widgets.Select(**widget_args(label="Node pool"), options=[""] + m.pools(), width=140)
+        self.gpu_model = pn.widgets.Select(**widget_args(label="GPU model"), options=[""] + m.models(), width=200)
+        self.queue = pn.widgets.Select(**widget_args(label="Queue"), options=[""] + m.queues(), width=150)
+        self.flagged = pn.widgets.Checkbox.from_param(m.param.flagged_only, **widget_args(label="only flagged nodes"))
+        self.page = pn.widgets.Select(**widget_args(label="Page"), options=[1], value=1, width=80)
+        self.group = pn.widgets.Select(**widget_args(label="Group by"), options=["none"], value="none", width=110,
+                                       visible=False)
         self.group.param.watch(lambda e: self._set_group(e.new), "value")
-        self.page_size = pn.widgets.Select(name="Nodes per page", options=[32, 64, 128, 256, 512], value=m.page_size,
-                                           width=110)
+        self.page_size = pn.widgets.Select(**widget_args(label="Nodes per page"), options=[32, 64, 128, 256, 512],
+                                           value=m.page_size, width=110)
         for w, p in ((self.pool, "pool"), (self.gpu_model, "gpu_model"), (self.queue, "queue")):
             w.param.watch(lambda e, p=p: self._set_filter(p, e.new), "value")
         self.page.param.watch(lambda e: self._set_page(e.new - 1), "value")
@@ -291,7 +292,7 @@ class GpusView(View):
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
         self.topology = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
-        self.node_select = pn.widgets.Select(name="Node", options=[""], width=200)
+        self.node_select = pn.widgets.Select(**widget_args(label="Node"), options=[""], width=200)
         self.node_select.param.watch(lambda e: setattr(self.selection, "node", e.new or ""), "value")
         self.selection.param.watch(lambda *_: self._update_node(), "node")
         self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=220, titles=SLICE_TITLES,
@@ -302,8 +303,8 @@ class GpusView(View):
                                  formatters={**number_formatters(["allocated", "memory_used_gib"], 2),
                                              **percent_formatters(["gpu_util"])},
                                  name="gpu-nodes-table", empty="No GPU node matches the filters", visible=False)
-        self.show_table = pn.widgets.Toggle(name="Show the grid as a table (per node)", button_type="primary",
-                                            button_style="outline", width=300)
+        self.show_table = pn.widgets.Toggle(**widget_args(label="Show the grid as a table (per node)",
+                                                          button_type="primary", button_style="outline", width=300))
         self.show_table.param.watch(lambda e: self._toggle_table(e.new), "value")
         self._layout_key = None
         self._layout_cache: tuple | None = None

@@ -13,7 +13,8 @@ import panel as pn
 from .. import display
 from ..models import STARTS_NOW, PendingModel, predicts_start
 from .base import View
-from .common import TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table
+from .common import (TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table,
+                     widget_args)
 
 COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
 """The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
@@ -61,8 +62,8 @@ class PendingView(View):
     def _build(self):
         m = self.model
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.queue = pn.widgets.Select(name="Queue", options=[""], width=180)
-        self.reason = pn.widgets.Select(name="Reason", options=[""], width=240)
+        self.queue = pn.widgets.Select(**widget_args(label="Queue"), options=[""], width=180)
+        self.reason = pn.widgets.Select(**widget_args(label="Reason"), options=[""], width=240)
         self.queue.param.watch(lambda e: setattr(m, "queue", e.new or ""), "value")
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])

@@ -7,7 +7,7 @@ import panel as pn
 
 from ..models import TimelineModel
 from .base import View
-from .common import queue_colours
+from .common import queue_colours, widget_args
 from .cost_history import CostHistoryPanel
 from .plots import TimeSeries
 
@@ -28,8 +28,8 @@ class TimelineView(View):
     title = "Timeline"
 
     def _build(self):
-        self.window = pn.widgets.RadioButtonGroup(options=list(WINDOWS), value="all history", button_type="primary",
-                                                  button_style="outline", name="Time window")
+        self.window = pn.widgets.RadioButtonGroup(options=list(WINDOWS), value="all history", **widget_args(
+            label="Time window", button_type="primary", button_style="outline"))
         self.window.param.watch(lambda e: self._set_window(WINDOWS[e.new]), "value")
         # the first screen is this chart (fold()): tall enough to read ten lines and to fill the screen
         self.alloc = TimeSeries("GPUs", height=ALLOC_HEIGHT)
