@@ -479,3 +479,47 @@ def test_widget_args_spells_label_and_button_look_as_the_installed_panel_wants()
     new = "color" in pn.widgets.Button.param
     assert ("color" in args and "button_type" not in args) if new else ("button_type" in args)
     assert common.widget_args() == {}
+
+
+# ------------------------------------------------------------------------------------------ timeline's first screen
+
+def test_timeline_note_says_what_the_history_covers_never_a_bare_zero():
+    from dashboard.views.timeline import coverage_note
+
+    assert coverage_note(0, 0, 2, False).startswith("No tick recorded yet: the first point comes with the loop's "
+                                                     "first tick (every 2 s)")
+    assert "choose a longer one" in coverage_note(0, 0, 2, False, window_s=600)
+    assert coverage_note(1, 0, 2, False).startswith("History starts now: 1 tick recorded; the lines start")
+    assert coverage_note(1, 0, 2, True).startswith("A static snapshot is one moment")
+    assert coverage_note(46, 5400, 2, False) == "46 points over 1h30m of cluster time"
+    assert coverage_note(46, 5400, 2, False, window_s=6 * 3600).endswith("(all the history there is: less than the "
+                                                                         "window)")
+    assert not any(coverage_note(n, 60 * n, 2, s).startswith("0") for n in (0, 1, 5) for s in (False, True))
+
+
+def test_timeline_first_screen_explains_a_single_point_instead_of_blank_charts(snapshot):  # noqa: F811
+    from dashboard.views.plots import TimeSeries
+    from dashboard.views.timeline import ONE_MOMENT
+
+    static = LiveState()
+    publish_snapshot(static, snapshot, "static")
+    v = TimelineView(static)
+    v.__panel__()
+    v._update()
+    assert "A static snapshot is one moment" in v.note.object and "0 point" not in v.note.object
+    assert v.alloc.empty.visible and v.alloc.empty.text == ONE_MOMENT
+
+    live = LiveState()
+    from test_dashboard_models import _LiveFeed
+
+    loop = LiveLoop(SourceOptions(source="snapshot"), state=live, feed=_LiveFeed(snapshot, "live"),
+                    publish_metrics=False, insight=False)
+    loop.step(explain=False)                     # a live source at its first tick
+    v = TimelineView(live)
+    v.__panel__()
+    v._update()
+    assert "History starts now: 1 tick recorded" in v.note.object
+    assert v.wait.empty.visible and v.wait.empty.text == TimeSeries.ONE_POINT
+    loop.step(explain=False)
+    v._update()
+    assert "2 points over" in v.note.object and not v.alloc.empty.visible

@@ -34,8 +34,8 @@ from .. import display
 from ..frames import held_unknown
 from ..models import GpusModel
 from .base import View
-from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, number_formatters, percent_formatters, queue_colours,
-                     keyed, table, update_table, widget_args)
+from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, TABLE_CSS, number_formatters, percent_formatters,
+                     queue_colours, keyed, table, update_table, widget_args)
 from .plots import add_glyph, assign_columns
 
 CELL_PX = 22
@@ -216,9 +216,23 @@ NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "all
                      "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
 SLICE_COLUMNS = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
                  "gpu_util", "over_share", "device_source", "dra"]
-SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share (GiB)",
-                "memory_used_gib": "memory used (GiB)", "gpu_util": "util", "over_share": "over its share",
+SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share GiB",
+                "memory_used_gib": "memory used GiB", "gpu_util": "util", "over_share": "over share",
                 "device_source": "device from", "dra": "DRA claim"}
+SLICE_TOOLTIPS = {"memory_share_gib": "the GPU memory the pod's share entitles it to (GiB)",
+                  "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
+                  "over_share": "uses more GPU memory than its share: KAI does not isolate it (OOM risk for "
+                                "the GPU's other pods)",
+                  "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
+                                   "KAI's reservation pod)",
+                  "dra": "the pod's DRA ResourceClaims"}
+SLICE_WIDTHS = {"gpu_index": 52, "queue": 96, "status": 84, "share": 60, "memory_share_gib": 84,
+                "memory_used_gib": 84, "gpu_util": 68, "over_share": 64, "device_source": 96}
+"""Fixed widths of the slice table's short columns: pod and job share the rest and wrap, so every column of
+the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
+DRA columns at 1280 and 1440 px)."""
+SLICE_WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
+                         for c in ("task", "job", "dra"))
 
 
 def node_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -297,7 +311,11 @@ class GpusView(View):
         self.selection.param.watch(lambda *_: self._update_node(), "node")
         self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=220, titles=SLICE_TITLES,
                                 formatters={**number_formatters(["share", "memory_share_gib", "memory_used_gib"], 2),
-                                            **percent_formatters(["gpu_util"])},
+                                            **percent_formatters(["gpu_util"]),
+                                            "over_share": {"type": "tickCross", "crossElement": False},
+                                            **{c: {"type": "textarea"} for c in ("task", "job", "dra")}},
+                                header_tooltips=SLICE_TOOLTIPS, layout="fit_columns", widths=SLICE_WIDTHS,
+                                stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["dra"],
                                 name="node-slices", empty="No pod holds a GPU on this node")
         self.nodes_table = table(pd.DataFrame(columns=NODE_TABLE_COLUMNS), height=300, titles=NODE_TABLE_TITLES,
                                  formatters={**number_formatters(["allocated", "memory_used_gib"], 2),
@@ -522,6 +540,9 @@ class GpusView(View):
         rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
         rows["memory_used_gib"] = (rows["memory_used_mib"] / 1024).round(2)
         update_table(self.node_table, keyed(rows, "task")[SLICE_COLUMNS])
+        hidden = [] if (rows["dra"].astype(str) != "").any() else ["dra"]   # DRA column: only where it says something
+        if self.node_table.hidden_columns != hidden:
+            self.node_table.hidden_columns = hidden
 
 
 def topology_html(domains: pd.DataFrame, gangs: pd.DataFrame, level: str) -> str:

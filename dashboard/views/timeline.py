@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import panel as pn
 
+from .. import display
 from ..models import TimelineModel
 from .base import View
 from .common import queue_colours, widget_args
@@ -18,6 +19,30 @@ TOTALS = {"gpus_total": ("total", "#9ca3af", "dashed"), "gpus_allocated": ("allo
           "gpus_idle_allocated": ("idle but allocated", "#f87171", "solid")}
 ALLOC_HEIGHT = 420
 """The per-queue chart's height: at 1280x720 it and the window buttons fill the first screen."""
+
+
+def coverage_note(points: int, span_s: float, period_s: float, static: bool, window_s: float = 0.0) -> str:
+    """What the charts cover, in words: never a bare "0 point(s)" on the first screen.
+
+    ``points``: history points in the window; ``span_s``: the cluster time they cover; ``static``: the source is
+    a fixed snapshot (one moment, so one point for good)."""
+    if points == 0:
+        return (f"No tick recorded yet: the first point comes with the loop's first tick (every {period_s:g} s)."
+                if not window_s else "Nothing in this window yet: choose a longer one or all history.")
+    if static:
+        return ("A static snapshot is one moment: each chart has one point (no line). A live source (the "
+                "simulated cluster, Kubernetes) records a point every tick.")
+    if points == 1:
+        return (f"History starts now: 1 tick recorded; the lines start with the next tick (every "
+                f"{period_s:g} s).")
+    text = f"{points:,} points over {display.wait(span_s)} of cluster time"
+    if window_s and span_s < window_s:
+        text += " (all the history there is: less than the window)"
+    return text
+
+
+ONE_MOMENT = "One moment (a static snapshot): no line to draw"
+"""A chart's text when its only point is a static snapshot's (a live source's first point says a line is coming)."""
 
 
 class TimelineView(View):
@@ -70,7 +95,13 @@ class TimelineView(View):
         fine, coarse = getattr(h, "fine", None), getattr(h, "coarse", None)
         keeps = (f"history keeps {fine.maxlen} ticks in full and {coarse.maxlen} one-per-{h.coarse_every}-ticks "
                  f"points (bounded memory)" if fine is not None and coarse is not None else "")
-        self.note.object = f'<div class="kd-muted" style="padding-top:8px">{len(totals)} point(s) · {keeps}</div>'
+        span = float(totals["time"].max() - totals["time"].min()) if len(totals) else 0.0
+        static = m.state.source_status == "static"
+        covered = coverage_note(len(totals), span, m.state.period_s, static, m.window_s)
+        self.note.object = (f'<div class="kd-muted" style="padding-top:8px" data-history-note>{covered}'
+                            + (f" · {keeps}" if keeps and not static else "") + "</div>")
+        for chart in (self.alloc, self.cluster, self.pending, self.wait):
+            chart.too_few[1] = ONE_MOMENT if static else TimeSeries.ONE_POINT
         queues = sorted(per_q["queue"].unique()) if len(per_q) else []
         colours = queue_colours(queues)
         lines = {}
