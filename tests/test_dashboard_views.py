@@ -523,3 +523,21 @@ def test_timeline_first_screen_explains_a_single_point_instead_of_blank_charts(s
     loop.step(explain=False)
     v._update()
     assert "2 points over" in v.note.object and not v.alloc.empty.visible
+
+
+def test_slice_table_flags_over_share_in_red_words_and_fits_fixed_widths(state):  # noqa: F811
+    """The node's slice table: short columns at fixed widths (the pod and job columns share the rest and wrap),
+    the over-share flag as a red "! over" (a tick read as "fine"), the DRA column only when a pod has a claim."""
+    from dashboard.views.gpus import SLICE_WIDTHS
+
+    v = GpusView(state)
+    v.__panel__()
+    t = v.node_table
+    assert t.layout == "fit_columns" and t.widths == SLICE_WIDTHS
+    assert "task" not in t.widths and "job" not in t.widths
+    cell = t.formatters["over_share"]
+    assert "! over" in cell.template and "#f87171" in cell.template
+    assert t.hidden_columns == ["dra"]
+    other = GpusView(state)
+    other.__panel__()
+    assert other.node_table.formatters["over_share"] is not cell      # one Bokeh model per session's table

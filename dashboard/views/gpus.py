@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import panel as pn
-from bokeh.models import ColumnDataSource, HoverTool, Quad, Range1d, TapTool, Text
+from bokeh.models import ColumnDataSource, HTMLTemplateFormatter, HoverTool, Quad, Range1d, TapTool, Text
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -226,11 +226,20 @@ SLICE_TOOLTIPS = {"memory_share_gib": "the GPU memory the pod's share entitles i
                   "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
                                    "KAI's reservation pod)",
                   "dra": "the pod's DRA ResourceClaims"}
-SLICE_WIDTHS = {"gpu_index": 52, "queue": 96, "status": 84, "share": 60, "memory_share_gib": 84,
-                "memory_used_gib": 84, "gpu_util": 68, "over_share": 64, "device_source": 96}
+SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 70, "memory_share_gib": 96,
+                "memory_used_gib": 96, "gpu_util": 68, "over_share": 70, "device_source": 96}
 """Fixed widths of the slice table's short columns: pod and job share the rest and wrap, so every column of
 the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
 DRA columns at 1280 and 1440 px)."""
+
+
+def over_share_cell() -> HTMLTemplateFormatter:
+    """The over-share flag as the grid marks it (``!``, red), empty otherwise: a tick would read as "fine". A new
+    formatter per table (a Bokeh model belongs to one session's document)."""
+    return HTMLTemplateFormatter(
+        template='<% if (value) { %><span style="color:#f87171;font-weight:600">! over</span><% } %>')
+
+
 SLICE_WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
                          for c in ("task", "job", "dra"))
 
@@ -312,7 +321,7 @@ class GpusView(View):
         self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=220, titles=SLICE_TITLES,
                                 formatters={**number_formatters(["share", "memory_share_gib", "memory_used_gib"], 2),
                                             **percent_formatters(["gpu_util"]),
-                                            "over_share": {"type": "tickCross", "crossElement": False},
+                                            "over_share": over_share_cell(),
                                             **{c: {"type": "textarea"} for c in ("task", "job", "dra")}},
                                 header_tooltips=SLICE_TOOLTIPS, layout="fit_columns", widths=SLICE_WIDTHS,
                                 stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["dra"],

@@ -196,6 +196,7 @@ class TimeSeries:
         self.empty = _empty_label(self.fig, empty)
         self.empty_text = empty
         self.too_few: dict[int, str] = {0: empty, 1: self.ONE_POINT}
+        self._single = False
         """The chart's text while it has fewer than two points (by point count)."""
         self.source = ColumnDataSource({"at": np.array([], dtype="datetime64[ns]")})
         self.lines: dict[str, GlyphRenderer] = {}
@@ -236,6 +237,11 @@ class TimeSeries:
             label, colour, dash, width, _ = lines[key]
             self._line(key, label, colour, dash, width)
         self.empty.visible = len(xs) < 2           # one point draws no line: say so instead of a blank chart
+        single = len(xs) == 1                      # one moment has no time span: no axis of ±1 ms in "us" ticks
+        if single != self._single:
+            self._single = single
+            for axis in self.fig.xaxis:
+                axis.visible = not single
         text = self.too_few.get(len(xs), self.empty_text)
         if self.empty.visible and self.empty.text != text:
             self.empty.text = text
