@@ -196,8 +196,8 @@ class TimeSeries:
         self.empty = _empty_label(self.fig, empty)
         self.empty_text = empty
         self.too_few: dict[int, str] = {0: empty, 1: self.ONE_POINT}
-        self._single = False
         """The chart's text while it has fewer than two points (by point count)."""
+        self._single = False           # one point: the time axis is hidden
         self.source = ColumnDataSource({"at": np.array([], dtype="datetime64[ns]")})
         self.lines: dict[str, GlyphRenderer] = {}
         """The line of each series key, in the order they appeared."""
