@@ -27,7 +27,7 @@ from dashboard.state import LiveState
 from dashboard.views import (GpusView, OverviewView, PendingView, QueuesView, SettingsView, SnapshotView,
                              TimelineView, WhatIfView)
 from dashboard.views.a11y import AccessibleNames
-from dashboard.views.common import ensure_css
+from dashboard.views.common import ensure_css, widget_args
 from dashboard.views.liveness import Liveness, thresholds
 
 VIEW_CLASSES = {"overview": OverviewView, "queues": QueuesView, "gpus": GpusView, "pending": PendingView,
@@ -100,8 +100,9 @@ class Dashboard(pn.viewable.Viewer):
         self.views: dict[str, pn.viewable.Viewer] = {}
         self.refresh_s = refresh_s if refresh_s is not None else min(1.0, self.state.period_s)
         self.nav = pn.widgets.RadioButtonGroup(options={VIEW_TITLES[v]: v for v in VIEWS}, value=self.selection.view,
-                                               orientation="vertical", button_type="primary",
-                                               button_style="outline", sizing_mode="stretch_width", name="nav")
+                                               orientation="vertical", sizing_mode="stretch_width",
+                                               **widget_args(label="nav", button_type="primary",
+                                                             button_style="outline"))
         self.nav.param.watch(lambda e: setattr(self.selection, "view", e.new), "value")
         self.selection.param.watch(self._on_view, "view")
         stale_after, silent_after = thresholds(self.state.period_s, self.refresh_s)
@@ -110,13 +111,13 @@ class Dashboard(pn.viewable.Viewer):
         self.names = AccessibleNames(width=0, height=0, margin=0)
         self.sidebar_info = pn.pane.HTML("", sizing_mode="stretch_width")
         self.scope_bar = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.back_btn = pn.widgets.Button(name="Back to the shared live view", button_type="primary",
-                                          width=240, margin=(5, 10))
+        self.back_btn = pn.widgets.Button(**widget_args(label="Back to the shared live view", button_type="primary",
+                                                        width=240, margin=(5, 10)))
         self.back_btn.on_click(lambda e: self.source.back_to_shared())
         self.scope_row = pn.Row(self.scope_bar, self.back_btn, sizing_mode="stretch_width", visible=False)
         self.notice = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.notice_btn = pn.widgets.Button(name="Dismiss", button_type="primary", button_style="outline",
-                                            width=100, margin=(5, 10))
+        self.notice_btn = pn.widgets.Button(**widget_args(label="Dismiss", button_type="primary",
+                                                          button_style="outline", width=100, margin=(5, 10)))
         self.notice_row = pn.Row(self.notice, self.notice_btn, sizing_mode="stretch_width", visible=False)
         self.notice_btn.on_click(lambda e: setattr(self.notice_row, "visible", False))
         seen = self.source.shared.announcement

@@ -9,6 +9,9 @@
 - starts a forward ETA estimate (:class:`~scheduler.eta.EtaPlanner`) on a daemon thread when one is worth it,
   never waiting for it: the tick carries the last report re-based to its snapshot, and ``on_report`` is called
   when a new one is ready (the loop republishes, so a static snapshot gets its ETA too).
+  The estimate pauses before each of its engine sessions while interactive work is in flight (a what-if run:
+  :data:`dashboard.interactive.INTERACTIVE`) and resumes where it stopped; :meth:`InsightTracker.eta_note`
+  says so meanwhile.
 
 It returns an :class:`Insight` per tick (``Tick.insight``): immutable frames the views render. No Panel import.
 """
@@ -21,15 +24,18 @@ import math
 import threading
 import time as _time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Optional
 
 import pandas as pd
 
 from scheduler.cost import CostLedger, CostRates, GpuPrices, cost_rates
-from scheduler.eta import EtaConfig, EtaPlanner, EtaReport, WorkloadModel, format_duration
+from scheduler.eta import EtaConfig, EtaPlanner, EtaReport, WorkloadModel, estimate_eta, format_duration
 from scheduler.joblog import JobLog
 from scheduler.model import Snapshot
 from scheduler.waits import cluster_overview, queue_status
+
+from .interactive import INTERACTIVE, InteractiveGate
 
 log = logging.getLogger("kaidash.insight")
 
@@ -149,8 +155,9 @@ class InsightTracker:
     def __init__(self, prices: Optional[GpuPrices] = None, *, eta: bool = True, background: bool = True,
                  config: Optional[EtaConfig] = None, every_wall_s: float = 300.0, min_wall_s: float = 120.0,
                  cost_every_s: float = 5.0, history_every_s: float = 10.0,
-                 on_report: Optional[Callable[[], None]] = None):
+                 on_report: Optional[Callable[[], None]] = None, gate: Optional[InteractiveGate] = None):
         self.prices = prices or GpuPrices()
+        self.gate = gate if gate is not None else INTERACTIVE
         self.eta_enabled = eta
         self.background = background
         self.config = config
@@ -170,6 +177,10 @@ class InsightTracker:
         self._eta_thread: Optional[threading.Thread] = None
         self.eta_error = ""
         self.eta_refreshes = 0
+        self.eta_paused = False
+        """The background estimate is waiting for a what-if to finish right now."""
+        self.eta_paused_s = 0.0
+        """Seconds the current (or last) background estimate spent paused for interactive work."""
 
     # ------------------------------------------------------------------------------------ per tick
 
@@ -226,7 +237,8 @@ class InsightTracker:
         if self.estimating:
             return
         if self.planner is None:
-            self.planner = EtaPlanner(self.config or eta_config_for(len(snapshot.nodes)))
+            self.planner = EtaPlanner(self.config or eta_config_for(len(snapshot.nodes)),
+                                      estimate=self._yielding_estimate if self.background else estimate_eta)
         since = now - self._eta_started
         if not (self.planner.report is None and since >= self.min_wall_s / 4 or since >= self.every_wall_s
                 or (since >= self.min_wall_s and self.planner.due(snapshot))):
@@ -240,6 +252,26 @@ class InsightTracker:
         self._eta_thread = threading.Thread(target=self._estimate, args=(snapshot, workload),
                                             name="kaidash-eta", daemon=True)
         self._eta_thread.start()
+
+    def _yielding_estimate(self, snapshot: Snapshot, workload: Optional[WorkloadModel],
+                           config: EtaConfig) -> EtaReport:
+        """:func:`scheduler.eta.estimate_eta` whose engine sessions each wait, first, for interactive work to
+        finish (the forward runs' state is kept meanwhile: the estimate resumes, it does not restart)."""
+        from scheduler.engine import run_session
+
+        engine = partial(run_session, actions=list(config.actions)) if config.actions is not None else run_session
+        self.eta_paused_s = 0.0
+
+        def session(snap: Snapshot):
+            if self.gate.busy():
+                self.eta_paused = True
+                try:
+                    self.eta_paused_s += self.gate.wait_idle()
+                finally:
+                    self.eta_paused = False
+            return engine(snap)
+
+        return estimate_eta(snapshot, workload, config, session=session)
 
     def _estimate(self, snapshot: Snapshot, workload: WorkloadModel) -> None:
         try:
@@ -266,15 +298,21 @@ class InsightTracker:
         if not self.eta_enabled:
             return "ETA off"
         report = self.planner.report if self.planner is not None else None
-        busy = (" · re-estimating now" if self.estimating and report is not None
-                and threading.current_thread() is not self._eta_thread else "")
+        running = self.estimating and threading.current_thread() is not self._eta_thread
+        paused = running and self.eta_paused
+        busy = (" · re-estimate paused while a what-if computes (it resumes after)" if paused and report is not None
+                else " · re-estimating now" if running and report is not None else "")
         if self.eta_error and report is None:
             return f"ETA failed: {self.eta_error}"
         if report is None:
+            if paused:
+                return "first ETA estimate paused while a what-if computes (it resumes after)"
             return "first ETA estimate running (forward simulation, seconds to a minute)"
         made = getattr(report, "made_at", None)
+        waited = (f", {self.eta_paused_s:.1f} s of it paused for what-ifs"
+                  if self.eta_paused_s >= 0.05 and not running else "")
         age = f"{format_duration(max(0.0, _time.time() - made))} ago" if made else "earlier"
-        return (f"ETA estimated {age} ({report.runs} forward run(s), {report.wall_ms / 1000:.1f} s); "
+        return (f"ETA estimated {age} ({report.runs} forward run(s), {report.wall_ms / 1000:.1f} s{waited}); "
                 f"re-estimated every {format_duration(self.every_wall_s)} or sooner when the queue changes{busy}")
 
 

@@ -25,6 +25,7 @@ from scheduler.model import Snapshot
 
 from .feeds import Feed, make_feed
 from .health import assess, note_attempt
+from .interactive import INTERACTIVE, Yielded
 from .options import SourceOptions
 from .state import LiveState, Tick, record_from_tick, tick_allocations
 
@@ -225,6 +226,8 @@ class LiveLoop:
         self._explained: dict[str, tuple[int, Any]] = {}
         self._last_input: Optional[tuple[Snapshot, Any]] = None
         self._searches_held_until = 0.0
+        self.gate = INTERACTIVE      # why-pending searches stop while a what-if runs (dashboard.interactive)
+        self.searches_yielded = 0    # times a search window ended early for interactive work
         self._pages_building: dict[object, float] = {}
         self._pages_lock = threading.Lock()
         self.explain_ms_last = 0.0
@@ -414,7 +417,9 @@ class LiveLoop:
     def explain_between_ticks(self, deadline: float) -> int:
         """Counterfactual searches on the last tick, one job at a time, until ``deadline`` (``time.monotonic``);
         returns how many jobs were explained. Jobs never explained go first, then the longest waiting; each
-        search gets ``between_ticks_budget_ms`` (or what is left). Results appear with the next tick."""
+        search gets ``between_ticks_budget_ms`` (or what is left). Results appear with the next tick. No search
+        starts while a page is being built (:meth:`hold_searches`) or interactive work runs (:attr:`gate`); the
+        jobs left wait for the next window, with the explanations found so far kept."""
         explain = _explainer()
         if explain is None or self._last_input is None:
             return 0
@@ -426,13 +431,26 @@ class LiveLoop:
         due.sort(key=lambda k: (k in self._explained, created.get(k, 0.0), k))
         done = 0
         began = _time.monotonic()
+        engine = _engine()
+
+        def probe(snap: Snapshot):
+            if self.gate.busy():         # abandon this search (its job is searched again in a later window)
+                raise Yielded
+            return engine(snap)
+
         for key in due:
             left_ms = (deadline - _time.monotonic()) * 1000
             if left_ms < 50 or _time.monotonic() < self._searches_held_until:
                 break
+            if self.gate.busy():          # a what-if someone watches: the search waits for the next window
+                self.searches_yielded += 1
+                break
             try:
-                fresh = explanations_by_job(explain(snapshot, result, jobs=[key],
+                fresh = explanations_by_job(explain(snapshot, result, jobs=[key], run=probe,
                                                     budget_ms_per_job=min(self.between_ticks_budget_ms, left_ms)))
+            except Yielded:
+                self.searches_yielded += 1
+                break
             except Exception:  # noqa: BLE001 — an explanation must never stop the loop
                 log.warning("explain failed:\n%s", traceback.format_exc())
                 break

@@ -654,7 +654,8 @@ class WhatIfModel(ViewModel):
         t0 = time.perf_counter()
         try:
             runner, overrides, key = self._prepare()
-            diff = runner.run(overrides)
+            with self._jobs.gate.hold("what-if"):
+                diff = runner.run(overrides)
         except KaidashError as exc:
             self.accept(WhatIfUpdate(generation, ERROR, error=str(exc)))
             return None

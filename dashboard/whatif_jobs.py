@@ -11,6 +11,9 @@ callbacks scheduled from another thread in the order they were scheduled).
 :class:`ResultCache` keeps finished diffs per override set (a small LRU); one cache belongs to one pinned
 snapshot's runner, so re-pinning starts a new one and a run still finishing on the old base cannot fill it.
 
+While a request runs, the worker holds the process's :data:`~dashboard.interactive.INTERACTIVE` gate, so the
+ETA estimate and the why-pending searches pause until it has finished (someone is watching this one).
+
 No Panel import: the view hands in ``notify`` (which schedules the update on its document's event loop).
 """
 
@@ -25,6 +28,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from scheduler.errors import KaidashError
+
+from .interactive import INTERACTIVE, InteractiveGate
 
 log = logging.getLogger("kaidash.whatif")
 
@@ -109,8 +114,9 @@ class _Request:
 class LatestWins:
     """Runs what-if requests one at a time on a daemon thread; a newer request supersedes an older one."""
 
-    def __init__(self, name: str = "kaidash-whatif"):
+    def __init__(self, name: str = "kaidash-whatif", gate: Optional[InteractiveGate] = None):
         self.name = name
+        self.gate = gate if gate is not None else INTERACTIVE
         self._lock = threading.Lock()
         self._generation = 0
         self._pending: Optional[_Request] = None
@@ -166,7 +172,8 @@ class LatestWins:
                 if req is None:
                     self._thread = None        # under the lock: a submit now starts a new thread
                     return
-            self._run(req)
+            with self.gate.hold("what-if"):
+                self._run(req)
 
     def _deliver(self, req: _Request, update: WhatIfUpdate) -> None:
         if not self.is_current(req.generation):

@@ -447,3 +447,97 @@ def test_time_series_lines_share_one_source_and_a_gone_series_is_not_drawn():
     assert not chart.empty.visible
     chart.update(pd.Series([], dtype="datetime64[ns]"), {})
     assert len(chart.source.data["at"]) == 0 and chart.empty.visible
+
+
+def test_every_view_builds_without_panels_pending_deprecations(state):  # noqa: F811
+    """Widget labels and button looks use the names Panel 2.0 keeps (``label``, ``color``, ``variant``) where the
+    installed Panel has them: building the whole app and every view warns of nothing being removed."""
+    import warnings
+
+    from dashboard.app import Dashboard
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PendingDeprecationWarning)
+        app = Dashboard(state)
+        app.__panel__()
+        for view in ("overview", "queues", "gpus", "pending", "whatif", "timeline", "snapshot", "settings"):
+            app.selection.view = view
+        for view in app.views.values():
+            view.__panel__()
+    assert len(app.views) == 8
+    assert app.views["whatif"].pin_btn.label == "Pin latest live state"
+    assert app.views["whatif"].pin_btn.name == "Pin latest live state"     # name stays in step (Panel's alias)
+
+
+def test_widget_args_spells_label_and_button_look_as_the_installed_panel_wants():
+    import panel as pn
+
+    args = common.widget_args(label="Apply", button_type="danger", button_style="outline", width=100)
+    button = pn.widgets.Button(**args)
+    assert args["width"] == 100 and button.label == "Apply" and button.button_type == "danger"
+    assert button.button_style == "outline"
+    new = "color" in pn.widgets.Button.param
+    assert ("color" in args and "button_type" not in args) if new else ("button_type" in args)
+    assert common.widget_args() == {}
+
+
+# ------------------------------------------------------------------------------------------ timeline's first screen
+
+def test_timeline_note_says_what_the_history_covers_never_a_bare_zero():
+    from dashboard.views.timeline import coverage_note
+
+    assert coverage_note(0, 0, 2, False).startswith("No tick recorded yet: the first point comes with the loop's "
+                                                     "first tick (every 2 s)")
+    assert "choose a longer one" in coverage_note(0, 0, 2, False, window_s=600)
+    assert coverage_note(1, 0, 2, False).startswith("History starts now: 1 tick recorded; the lines start")
+    assert coverage_note(1, 0, 2, True).startswith("A static snapshot is one moment")
+    assert coverage_note(46, 5400, 2, False) == "46 points over 1h30m of cluster time"
+    assert coverage_note(46, 5400, 2, False, window_s=6 * 3600).endswith("(all the history there is: less than the "
+                                                                         "window)")
+    assert not any(coverage_note(n, 60 * n, 2, s).startswith("0") for n in (0, 1, 5) for s in (False, True))
+
+
+def test_timeline_first_screen_explains_a_single_point_instead_of_blank_charts(snapshot):  # noqa: F811
+    from dashboard.views.plots import TimeSeries
+    from dashboard.views.timeline import ONE_MOMENT
+
+    static = LiveState()
+    publish_snapshot(static, snapshot, "static")
+    v = TimelineView(static)
+    v.__panel__()
+    v._update()
+    assert "A static snapshot is one moment" in v.note.object and "0 point" not in v.note.object
+    assert v.alloc.empty.visible and v.alloc.empty.text == ONE_MOMENT
+
+    live = LiveState()
+    from test_dashboard_models import _LiveFeed
+
+    loop = LiveLoop(SourceOptions(source="snapshot"), state=live, feed=_LiveFeed(snapshot, "live"),
+                    publish_metrics=False, insight=False)
+    loop.step(explain=False)                     # a live source at its first tick
+    v = TimelineView(live)
+    v.__panel__()
+    v._update()
+    assert "History starts now: 1 tick recorded" in v.note.object
+    assert v.wait.empty.visible and v.wait.empty.text == TimeSeries.ONE_POINT
+    loop.step(explain=False)
+    v._update()
+    assert "2 points over" in v.note.object and not v.alloc.empty.visible
+
+
+def test_slice_table_flags_over_share_in_red_words_and_fits_fixed_widths(state):  # noqa: F811
+    """The node's slice table: short columns at fixed widths (the pod and job columns share the rest and wrap),
+    the over-share flag as a red "! over" (a tick read as "fine"), the DRA column only when a pod has a claim."""
+    from dashboard.views.gpus import SLICE_WIDTHS
+
+    v = GpusView(state)
+    v.__panel__()
+    t = v.node_table
+    assert t.layout == "fit_columns" and t.widths == SLICE_WIDTHS
+    assert "task" not in t.widths and "job" not in t.widths
+    cell = t.formatters["over_share"]
+    assert "! over" in cell.template and "#f87171" in cell.template
+    assert t.hidden_columns == ["dra"]
+    other = GpusView(state)
+    other.__panel__()
+    assert other.node_table.formatters["over_share"] is not cell      # one Bokeh model per session's table

@@ -169,6 +169,28 @@ TABLE_CSS = """
 """
 
 
+_HAS_LABEL = "label" in pn.widgets.Widget.param
+_HAS_COLOR = "color" in pn.widgets.Button.param
+_HAS_VARIANT = "variant" in pn.widgets.Button.param
+
+
+def widget_args(label: Optional[str] = None, button_type: Optional[str] = None, button_style: Optional[str] = None,
+                **params) -> dict:
+    """Keyword arguments for a Panel widget, its label and button look spelled as the installed Panel wants them.
+
+    Newer Panel (1.9 here) names them ``label``, ``color`` and ``variant``, and warns that ``name``,
+    ``button_type`` and ``button_style`` go away in Panel 2.0; older ones (pyproject allows 1.4) know only the
+    latter. ``pn.widgets.Button(**widget_args(label="Pin", button_type="primary", width=170))``; the result also
+    fits ``from_param`` and a ``pn.Param`` widgets entry."""
+    if label is not None:
+        params["label" if _HAS_LABEL else "name"] = label
+    if button_type is not None:
+        params["color" if _HAS_COLOR else "button_type"] = button_type
+    if button_style is not None:
+        params["variant" if _HAS_VARIANT else "button_style"] = button_style
+    return params
+
+
 def table(df, *, height: Optional[int] = 360, formatters: Optional[dict] = None, empty: str = "Nothing to show",
           min_width: int = 40, **kw) -> pn.widgets.Tabulator:
     """A read-only, dense Tabulator with our defaults: columns as wide as their data (never squeezed below
@@ -182,7 +204,7 @@ def table(df, *, height: Optional[int] = 360, formatters: Optional[dict] = None,
                                "placeholder": empty, **config})
     if height:
         opts["height"] = height
-    opts.update(kw)
+    opts.update(widget_args(label=kw.pop("name", None), **kw))     # ``name``: the table's identifier
     return pn.widgets.Tabulator(df, **opts)
 
 

@@ -58,7 +58,7 @@ class CostHistoryPanel(pn.viewable.Viewer):
                           formatters=self._formatters("USD"), widths={"day": 110},
                           empty="No cost recorded yet")
         self.download = download_button(self._csv_file, "kaidash-cost.csv", "Download cost CSV (per day, "
-                                        "category and queue)", width=400, name="cost-csv")
+                                        "category and queue)", width=400)
         self._layout = pn.Card(self.note, pn.pane.Bokeh(self.curve.fig, sizing_mode="stretch_width"), self.days,
                                self.download, title="GPU cost: per hour, per day and the last 30 days",
                                sizing_mode="stretch_width", collapsible=False)

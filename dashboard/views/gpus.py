@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import panel as pn
-from bokeh.models import ColumnDataSource, HoverTool, Quad, Range1d, TapTool, Text
+from bokeh.models import ColumnDataSource, HTMLTemplateFormatter, HoverTool, Quad, Range1d, TapTool, Text
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -34,8 +34,8 @@ from .. import display
 from ..frames import held_unknown
 from ..models import GpusModel
 from .base import View
-from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, number_formatters, percent_formatters, queue_colours,
-                     keyed, table, update_table)
+from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, TABLE_CSS, number_formatters, percent_formatters,
+                     queue_colours, keyed, table, update_table, widget_args)
 from .plots import add_glyph, assign_columns
 
 CELL_PX = 22
@@ -216,9 +216,32 @@ NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "all
                      "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
 SLICE_COLUMNS = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
                  "gpu_util", "over_share", "device_source", "dra"]
-SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share (GiB)",
-                "memory_used_gib": "memory used (GiB)", "gpu_util": "util", "over_share": "over its share",
+SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share GiB",
+                "memory_used_gib": "memory used GiB", "gpu_util": "util", "over_share": "over share",
                 "device_source": "device from", "dra": "DRA claim"}
+SLICE_TOOLTIPS = {"memory_share_gib": "the GPU memory the pod's share entitles it to (GiB)",
+                  "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
+                  "over_share": "uses more GPU memory than its share: KAI does not isolate it (OOM risk for "
+                                "the GPU's other pods)",
+                  "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
+                                   "KAI's reservation pod)",
+                  "dra": "the pod's DRA ResourceClaims"}
+SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 70, "memory_share_gib": 96,
+                "memory_used_gib": 96, "gpu_util": 68, "over_share": 70, "device_source": 96}
+"""Fixed widths of the slice table's short columns: pod and job share the rest and wrap, so every column of
+the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
+DRA columns at 1280 and 1440 px)."""
+
+
+def over_share_cell() -> HTMLTemplateFormatter:
+    """The over-share flag as the grid marks it (``!``, red), empty otherwise: a tick would read as "fine". A new
+    formatter per table (a Bokeh model belongs to one session's document)."""
+    return HTMLTemplateFormatter(
+        template='<% if (value) { %><span style="color:#f87171;font-weight:600">! over</span><% } %>')
+
+
+SLICE_WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
+                         for c in ("task", "job", "dra"))
 
 
 def node_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -262,17 +285,18 @@ class GpusView(View):
 
     def _build(self):
         m = self.model
-        self.colour = pn.widgets.RadioButtonGroup.from_param(m.param.colour_by, button_type="primary",
-                                                             button_style="outline", name="Colour by", width=300)
-        self.pool = pn.widgets.Select(name="Node pool", options=[""] + m.pools(), width=140)
-        self.gpu_model = pn.widgets.Select(name="GPU model", options=[""] + m.models(), width=200)
-        self.queue = pn.widgets.Select(name="Queue", options=[""] + m.queues(), width=150)
-        self.flagged = pn.widgets.Checkbox.from_param(m.param.flagged_only, name="only flagged nodes")
-        self.page = pn.widgets.Select(name="Page", options=[1], value=1, width=80)
-        self.group = pn.widgets.Select(name="Group by", options=["none"], value="none", width=110, visible=False)
+        self.colour = pn.widgets.RadioButtonGroup.from_param(m.param.colour_by, **widget_args(
+            label="Colour by", button_type="primary", button_style="outline", width=300))
+        self.pool = pn.widgets.Select(**widget_args(label="Node pool"), options=[""] + m.pools(), width=140)
+        self.gpu_model = pn.widgets.Select(**widget_args(label="GPU model"), options=[""] + m.models(), width=200)
+        self.queue = pn.widgets.Select(**widget_args(label="Queue"), options=[""] + m.queues(), width=150)
+        self.flagged = pn.widgets.Checkbox.from_param(m.param.flagged_only, **widget_args(label="only flagged nodes"))
+        self.page = pn.widgets.Select(**widget_args(label="Page"), options=[1], value=1, width=80)
+        self.group = pn.widgets.Select(**widget_args(label="Group by"), options=["none"], value="none", width=110,
+                                       visible=False)
         self.group.param.watch(lambda e: self._set_group(e.new), "value")
-        self.page_size = pn.widgets.Select(name="Nodes per page", options=[32, 64, 128, 256, 512], value=m.page_size,
-                                           width=110)
+        self.page_size = pn.widgets.Select(**widget_args(label="Nodes per page"), options=[32, 64, 128, 256, 512],
+                                           value=m.page_size, width=110)
         for w, p in ((self.pool, "pool"), (self.gpu_model, "gpu_model"), (self.queue, "queue")):
             w.param.watch(lambda e, p=p: self._set_filter(p, e.new), "value")
         self.page.param.watch(lambda e: self._set_page(e.new - 1), "value")
@@ -291,19 +315,23 @@ class GpusView(View):
         self.legend = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
         self.topology = pn.pane.HTML("", sizing_mode="stretch_width", margin=(0, 10))
-        self.node_select = pn.widgets.Select(name="Node", options=[""], width=200)
+        self.node_select = pn.widgets.Select(**widget_args(label="Node"), options=[""], width=200)
         self.node_select.param.watch(lambda e: setattr(self.selection, "node", e.new or ""), "value")
         self.selection.param.watch(lambda *_: self._update_node(), "node")
         self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=220, titles=SLICE_TITLES,
                                 formatters={**number_formatters(["share", "memory_share_gib", "memory_used_gib"], 2),
-                                            **percent_formatters(["gpu_util"])},
+                                            **percent_formatters(["gpu_util"]),
+                                            "over_share": over_share_cell(),
+                                            **{c: {"type": "textarea"} for c in ("task", "job", "dra")}},
+                                header_tooltips=SLICE_TOOLTIPS, layout="fit_columns", widths=SLICE_WIDTHS,
+                                stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["dra"],
                                 name="node-slices", empty="No pod holds a GPU on this node")
         self.nodes_table = table(pd.DataFrame(columns=NODE_TABLE_COLUMNS), height=300, titles=NODE_TABLE_TITLES,
                                  formatters={**number_formatters(["allocated", "memory_used_gib"], 2),
                                              **percent_formatters(["gpu_util"])},
                                  name="gpu-nodes-table", empty="No GPU node matches the filters", visible=False)
-        self.show_table = pn.widgets.Toggle(name="Show the grid as a table (per node)", button_type="primary",
-                                            button_style="outline", width=300)
+        self.show_table = pn.widgets.Toggle(**widget_args(label="Show the grid as a table (per node)",
+                                                          button_type="primary", button_style="outline", width=300))
         self.show_table.param.watch(lambda e: self._toggle_table(e.new), "value")
         self._layout_key = None
         self._layout_cache: tuple | None = None
@@ -521,6 +549,9 @@ class GpusView(View):
         rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
         rows["memory_used_gib"] = (rows["memory_used_mib"] / 1024).round(2)
         update_table(self.node_table, keyed(rows, "task")[SLICE_COLUMNS])
+        hidden = [] if (rows["dra"].astype(str) != "").any() else ["dra"]   # DRA column: only where it says something
+        if self.node_table.hidden_columns != hidden:
+            self.node_table.hidden_columns = hidden
 
 
 def topology_html(domains: pd.DataFrame, gangs: pd.DataFrame, level: str) -> str:

@@ -13,7 +13,8 @@ import panel as pn
 from .. import display
 from ..models import STARTS_NOW, PendingModel, predicts_start
 from .base import View
-from .common import TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table
+from .common import (TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table,
+                     widget_args)
 
 COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
 """The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
@@ -61,8 +62,8 @@ class PendingView(View):
     def _build(self):
         m = self.model
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.queue = pn.widgets.Select(name="Queue", options=[""], width=180)
-        self.reason = pn.widgets.Select(name="Reason", options=[""], width=240)
+        self.queue = pn.widgets.Select(**widget_args(label="Queue"), options=[""], width=180)
+        self.reason = pn.widgets.Select(**widget_args(label="Reason"), options=[""], width=240)
         self.queue.param.watch(lambda e: setattr(m, "queue", e.new or ""), "value")
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
@@ -73,7 +74,8 @@ class PendingView(View):
                                        **{c: {"type": "textarea"} for c in WRAPPED}},
                            stylesheets=[TABLE_CSS, WRAP_CSS], name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           widths={"job": 170, "queue": 86, "wait_s": 72, "gpus_requested": 56, "reason": 196,
+                           # waiting and GPUs: wide enough for the title beside its sort arrow
+                           widths={"job": 170, "queue": 86, "wait_s": 86, "gpus_requested": 66, "reason": 196,
                                    "eta": 180},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")

@@ -173,6 +173,8 @@ class TimeSeries:
     went away is NaN, not drawn). A source per line would send the time column once per line and make three
     Bokeh models more per line for the browser to build (issue 16's render budget)."""
 
+    ONE_POINT = "One point so far: a line needs two"
+
     def __init__(self, ylabel: str, height: int = 240, duration: bool = False, empty: str = "No history yet",
                  legend: str = "right"):
         self.fig = figure(x_axis_type="datetime", height=height, sizing_mode="stretch_width", tools=TOOLS,
@@ -192,6 +194,10 @@ class TimeSeries:
         self.fig.legend.click_policy = "hide"
         _style(self.fig)
         self.empty = _empty_label(self.fig, empty)
+        self.empty_text = empty
+        self.too_few: dict[int, str] = {0: empty, 1: self.ONE_POINT}
+        """The chart's text while it has fewer than two points (by point count)."""
+        self._single = False           # one point: the time axis is hidden
         self.source = ColumnDataSource({"at": np.array([], dtype="datetime64[ns]")})
         self.lines: dict[str, GlyphRenderer] = {}
         """The line of each series key, in the order they appeared."""
@@ -230,7 +236,15 @@ class TimeSeries:
         for key in new:
             label, colour, dash, width, _ = lines[key]
             self._line(key, label, colour, dash, width)
-        self.empty.visible = len(xs) == 0
+        self.empty.visible = len(xs) < 2           # one point draws no line: say so instead of a blank chart
+        single = len(xs) == 1                      # one moment has no time span: no axis of ±1 ms in "us" ticks
+        if single != self._single:
+            self._single = single
+            for axis in self.fig.xaxis:
+                axis.visible = not single
+        text = self.too_few.get(len(xs), self.empty_text)
+        if self.empty.visible and self.empty.text != text:
+            self.empty.text = text
 
 
 def queue_colour_cycle(i: int) -> str:

@@ -12,7 +12,7 @@ from .. import display
 from ..models import QueuesModel
 from .base import View
 from .common import (STATE_COLOURS, badge, duration_formatter, keyed, limit_formatter, number_formatters,
-                     state_formatter, table, update_table)
+                     state_formatter, table, update_table, widget_args)
 from .plots import TimeSeries, share_bars, update_share_bars
 from .queue_status import QueueStatusPanel
 
@@ -93,9 +93,10 @@ class QueuesView(View):
         self.legend = pn.pane.HTML(" ".join(badge(k, v) for k, v in STATE_COLOURS.items())
                                    + '<span class="kd-muted"> · hover a column title for what it means · alloc / '
                                      'fair = KAI\'s queue order key (lowest first) · ∞ = unlimited</span>')
-        controls = pn.Row(pn.widgets.RadioButtonGroup.from_param(m.param.resource, button_type="primary",
-                                                                 button_style="outline", name="Resource"),
-                          pn.widgets.Checkbox.from_param(m.param.only_active, name="only queues with demand"),
+        controls = pn.Row(pn.widgets.RadioButtonGroup.from_param(m.param.resource, **widget_args(
+                              label="Resource", button_type="primary", button_style="outline")),
+                          pn.widgets.Checkbox.from_param(m.param.only_active,
+                                                         **widget_args(label="only queues with demand")),
                           self.unit)
         m.param.watch(lambda *_: self._update(), ["resource", "only_active"])
         self.selection.param.watch(lambda *_: self._update_detail(), "queue")

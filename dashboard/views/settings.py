@@ -12,6 +12,7 @@ from ..feeds import make_feed
 from ..models import ViewModel
 from ..options import SourceOptions
 from .base import View
+from .common import widget_args
 
 
 class SettingsView(View):
@@ -33,19 +34,20 @@ class SettingsView(View):
         shared_ok = self.source is not None and self.source.may_change_shared
         form = pn.Param(o.param, parameters=["source", "context", "snapshot", "trace", "prometheus", "period_s",
                                              "seed", "nodes", "sim_step_s", "demo_extensions"],
-                        widgets={"source": {"type": pn.widgets.RadioButtonGroup, "button_type": "primary",
-                                            "button_style": "outline"},
+                        widgets={"source": {"type": pn.widgets.RadioButtonGroup,
+                                            **widget_args(button_type="primary", button_style="outline")},
                                  "period_s": {"type": pn.widgets.FloatInput, "step": 0.5},
                                  "sim_step_s": {"type": pn.widgets.FloatInput, "step": 5}},
                         show_name=False, width=460)
-        self.apply_btn = pn.widgets.Button(name="Apply in my session", button_type="primary",
-                                           disabled=self.source is None)
+        self.apply_btn = pn.widgets.Button(**widget_args(label="Apply in my session", button_type="primary",
+                                                         disabled=self.source is None))
         self.apply_btn.on_click(lambda e: self.apply())
-        self.share_btn = pn.widgets.Button(name="Apply for everyone (shared source)", button_type="danger",
-                                           button_style="outline", visible=shared_ok)
+        self.share_btn = pn.widgets.Button(**widget_args(label="Apply for everyone (shared source)",
+                                                         button_type="danger", button_style="outline",
+                                                         visible=shared_ok))
         self.share_btn.on_click(lambda e: self.apply(shared=True))
-        self.back_btn = pn.widgets.Button(name="Back to the shared live view", button_type="primary",
-                                          button_style="outline", disabled=self.source is None)
+        self.back_btn = pn.widgets.Button(**widget_args(label="Back to the shared live view", button_type="primary",
+                                                        button_style="outline", disabled=self.source is None))
         self.back_btn.on_click(lambda e: self.source.back_to_shared())
         who = ("You hold the <b>source-admin</b> role: <i>Apply for everyone</i> restarts the shared loop for every "
                "session, and each of them is told." if shared_ok else

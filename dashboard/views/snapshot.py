@@ -19,7 +19,7 @@ from .. import models as M
 from ..auth import may_import
 from ..models import ViewModel
 from .base import View
-from .common import download_button
+from .common import download_button, widget_args
 
 TABLES: dict[str, Callable] = {"queues": lambda t: M.queue_table(t, "gpu"), "jobs": M.jobs_table,
                                "pending": M.pending_table, "gpus": M.gpu_table, "gpu_slices": M.slices_table,
@@ -51,18 +51,21 @@ class SnapshotView(View):
 
     def _build(self):
         shared_ok = self.source is not None and self.source.may_change_shared
-        self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False, name="snapshot-file",
+        self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False,
+                                           **widget_args(label="snapshot-file"),
                                            disabled=not may_import(self.state))
-        self.load_btn = pn.widgets.Button(name="Load into my session", button_type="primary")
+        self.load_btn = pn.widgets.Button(**widget_args(label="Load into my session", button_type="primary"))
         self.load_btn.on_click(lambda e: self.import_file())
-        self.share_btn = pn.widgets.Button(name="Load for everyone (shared source)", button_type="danger",
-                                           button_style="outline", visible=shared_ok)
+        self.share_btn = pn.widgets.Button(**widget_args(label="Load for everyone (shared source)",
+                                                         button_type="danger", button_style="outline",
+                                                         visible=shared_ok))
         self.share_btn.on_click(lambda e: self.import_file(shared=True))
-        self.back_btn = pn.widgets.Button(name="Back to the shared live view", button_type="primary",
-                                          button_style="outline")
+        self.back_btn = pn.widgets.Button(**widget_args(label="Back to the shared live view", button_type="primary",
+                                                        button_style="outline"))
         self.back_btn.on_click(lambda e: self._back())
-        self.share_back_btn = pn.widgets.Button(name="Shared source back to its configured options",
-                                                button_type="danger", button_style="outline", visible=shared_ok)
+        self.share_back_btn = pn.widgets.Button(**widget_args(label="Shared source back to its configured options",
+                                                              button_type="danger", button_style="outline",
+                                                              visible=shared_ok))
         self.share_back_btn.on_click(lambda e: self._back(shared=True))
         self.message = pn.pane.HTML("", sizing_mode="stretch_width")
         self.current = pn.pane.HTML("", sizing_mode="stretch_width")

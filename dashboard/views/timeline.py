@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import panel as pn
 
+from .. import display
 from ..models import TimelineModel
 from .base import View
-from .common import queue_colours
+from .common import queue_colours, widget_args
 from .cost_history import CostHistoryPanel
 from .plots import TimeSeries
 
@@ -20,6 +21,30 @@ ALLOC_HEIGHT = 420
 """The per-queue chart's height: at 1280x720 it and the window buttons fill the first screen."""
 
 
+def coverage_note(points: int, span_s: float, period_s: float, static: bool, window_s: float = 0.0) -> str:
+    """What the charts cover, in words: never a bare "0 point(s)" on the first screen.
+
+    ``points``: history points in the window; ``span_s``: the cluster time they cover; ``static``: the source is
+    a fixed snapshot (one moment, so one point for good)."""
+    if points == 0:
+        return (f"No tick recorded yet: the first point comes with the loop's first tick (every {period_s:g} s)."
+                if not window_s else "Nothing in this window yet: choose a longer one or all history.")
+    if static:
+        return ("A static snapshot is one moment: each chart has one point (no line). A live source (the "
+                "simulated cluster, Kubernetes) records a point every tick.")
+    if points == 1:
+        return (f"History starts now: 1 tick recorded; the lines start with the next tick (every "
+                f"{period_s:g} s).")
+    text = f"{points:,} points over {display.wait(span_s)} of cluster time"
+    if window_s and span_s < window_s:
+        text += " (all the history there is: less than the window)"
+    return text
+
+
+ONE_MOMENT = "One moment (a static snapshot): no line to draw"
+"""A chart's text when its only point is a static snapshot's (a live source's first point says a line is coming)."""
+
+
 class TimelineView(View):
     """Four charts over cluster time; the window applies to all of them. Charts are built once and their
     data replaced on each tick."""
@@ -28,8 +53,8 @@ class TimelineView(View):
     title = "Timeline"
 
     def _build(self):
-        self.window = pn.widgets.RadioButtonGroup(options=list(WINDOWS), value="all history", button_type="primary",
-                                                  button_style="outline", name="Time window")
+        self.window = pn.widgets.RadioButtonGroup(options=list(WINDOWS), value="all history", **widget_args(
+            label="Time window", button_type="primary", button_style="outline"))
         self.window.param.watch(lambda e: self._set_window(WINDOWS[e.new]), "value")
         # the first screen is this chart (fold()): tall enough to read ten lines and to fill the screen
         self.alloc = TimeSeries("GPUs", height=ALLOC_HEIGHT)
@@ -70,7 +95,13 @@ class TimelineView(View):
         fine, coarse = getattr(h, "fine", None), getattr(h, "coarse", None)
         keeps = (f"history keeps {fine.maxlen} ticks in full and {coarse.maxlen} one-per-{h.coarse_every}-ticks "
                  f"points (bounded memory)" if fine is not None and coarse is not None else "")
-        self.note.object = f'<div class="kd-muted" style="padding-top:8px">{len(totals)} point(s) · {keeps}</div>'
+        span = float(totals["time"].max() - totals["time"].min()) if len(totals) else 0.0
+        static = m.state.source_status == "static"
+        covered = coverage_note(len(totals), span, m.state.period_s, static, m.window_s)
+        self.note.object = (f'<div class="kd-muted" style="padding-top:8px" data-history-note>{covered}'
+                            + (f" · {keeps}" if keeps and not static else "") + "</div>")
+        for chart in (self.alloc, self.cluster, self.pending, self.wait):
+            chart.too_few[1] = ONE_MOMENT if static else TimeSeries.ONE_POINT
         queues = sorted(per_q["queue"].unique()) if len(per_q) else []
         colours = queue_colours(queues)
         lines = {}

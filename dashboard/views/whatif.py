@@ -27,7 +27,7 @@ from .. import display
 from ..models import WhatIfModel
 from ..whatif_jobs import COMPUTING, INTERIM, STEADY, WhatIfUpdate
 from .base import View
-from .common import download_button, keyed, number_formatters, table, update_table
+from .common import download_button, keyed, number_formatters, table, update_table, widget_args
 from .plots import GroupedBars
 
 SUMMARY_ROWS = {
@@ -114,32 +114,38 @@ class WhatIfView(View):
     def _build(self):
         m = self.model
         self.base_info = pn.pane.HTML("", sizing_mode="stretch_width")
-        self.pin_btn = pn.widgets.Button(name="Pin latest live state", button_type="primary", width=170)
+        self.pin_btn = pn.widgets.Button(**widget_args(label="Pin latest live state", button_type="primary", width=170))
         self.pin_btn.on_click(lambda e: self._pin())
-        self.reset_btn = pn.widgets.Button(name="Reset edits", button_type="warning", button_style="outline")
+        self.reset_btn = pn.widgets.Button(**widget_args(label="Reset edits", button_type="warning",
+                                                         button_style="outline"))
         self.reset_btn.on_click(lambda e: self._reset())
-        self.queue = pn.widgets.Select.from_param(m.param.queue, name="Queue")
+        self.queue = pn.widgets.Select.from_param(m.param.queue, **widget_args(label="Queue"))
         total = max(1.0, m.cluster_gpus())
         self.quota = self._slider("quota", "GPU quota (deserved)", 0, total, 0.5)
         self.limit = self._slider("limit", "GPU limit", 0, total, 0.5)
-        self.no_limit = pn.widgets.Checkbox(name="no GPU limit (unlimited)", value=m.limit == -1)
+        self.no_limit = pn.widgets.Checkbox(**widget_args(label="no GPU limit (unlimited)"), value=m.limit == -1)
         self.no_limit.param.watch(lambda e: self._set_unlimited(e.new), "value")
         self.weight = self._slider("over_quota_weight", "Over-quota weight", 0, 10, 0.5)
-        self.priority = pn.widgets.IntInput(name="Queue priority", value=m.priority, step=10, width=140)
+        self.priority = pn.widgets.IntInput(**widget_args(label="Queue priority"), value=m.priority, step=10, width=140)
         self.priority.param.watch(lambda e: self._set("priority", int(e.new)), "value")
-        self.pool = pn.widgets.Select.from_param(m.param.pool, name="Node pool")
-        self.nodes = pn.widgets.IntSlider(name="Nodes added (+) / removed (-)", start=-16, end=16, value=0,
+        self.pool = pn.widgets.Select.from_param(m.param.pool, **widget_args(label="Node pool"))
+        self.nodes = pn.widgets.IntSlider(**widget_args(label="Nodes added (+) / removed (-)"), start=-16, end=16,
+                                          value=0,
                                           sizing_mode="stretch_width")
         self._on_release(self.nodes, "node_delta", int)
-        self.placement = pn.widgets.Select.from_param(m.param.placement_gpu, name="GPU placement strategy")
-        self.order = pn.widgets.RadioButtonGroup.from_param(m.param.gpu_device_order, button_type="primary",
-                                                            button_style="outline", name="GPU device order")
+        self.placement = pn.widgets.Select.from_param(m.param.placement_gpu,
+                                                      **widget_args(label="GPU placement strategy"))
+        self.order = pn.widgets.RadioButtonGroup.from_param(m.param.gpu_device_order, **widget_args(
+            label="GPU device order", button_type="primary", button_style="outline"))
         self.replace = pn.widgets.Checkbox.from_param(
-            m.param.replace_running, name="re-place running work (compare clusters placed from scratch)")
-        self.k_value = pn.widgets.FloatSlider(name="k-value (time-based fair share)", start=0, end=10, step=0.1,
+            m.param.replace_running,
+            **widget_args(label="re-place running work (compare clusters placed from scratch)"))
+        self.k_value = pn.widgets.FloatSlider(**widget_args(label="k-value (time-based fair share)"), start=0, end=10,
+                                              step=0.1,
                                               value=1.0, sizing_mode="stretch_width")
         self._on_release(self.k_value, "k_value")
-        self.demand = pn.widgets.FloatSlider(name="Pending demand ×", start=0, end=4, step=0.25, value=1.0,
+        self.demand = pn.widgets.FloatSlider(**widget_args(label="Pending demand ×"), start=0, end=4, step=0.25,
+                                             value=1.0,
                                              sizing_mode="stretch_width")
         self._on_release(self.demand, "demand_scale")
         m.param.watch(lambda e: self._rerun(), ["placement_gpu", "gpu_device_order", "replace_running"])
@@ -199,7 +205,7 @@ class WhatIfView(View):
 
     def _slider(self, name: str, label: str, start: float, end: float, step: float) -> pn.widgets.FloatSlider:
         value = float(getattr(self.model, name))
-        w = pn.widgets.FloatSlider(name=label, start=start, end=max(end, value), step=step,
+        w = pn.widgets.FloatSlider(**widget_args(label=label), start=start, end=max(end, value), step=step,
                                    value=min(max(value, start), max(end, value)), sizing_mode="stretch_width")
         self._on_release(w, name)
         return w
