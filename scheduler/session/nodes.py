@@ -248,6 +248,19 @@ class NodeState:
         if derive:
             self.derive(n)
 
+    def keep_slots(self, n: int) -> tuple:
+        """Node ``n``'s whole-GPU device rows, for :meth:`restore_slots`. :meth:`remove` and :meth:`add` of a task
+        are not each other's inverse on them: removing a task the snapshot gave no device frees its anonymous
+        slots, and adding it back claims only slots still marked anonymous (``Session._whole_slots``)."""
+        return n, self.slot_whole[n].copy(), self.slot_owner[n].copy()
+
+    def restore_slots(self, kept: tuple) -> None:
+        """Put back what :meth:`keep_slots` returned (a statement's rollback, after the inverse transition). Not a
+        change of its own (``version``, ``change_log``): the inverse transition has just recorded the node."""
+        n, whole, owner = kept
+        self.slot_whole[n] = whole
+        self.slot_owner[n] = owner
+
     def derive(self, n: int) -> None:
         """Recompute node ``n``'s ``free`` row and its columns of ``freeT`` / ``idleT`` from ``idle`` and ``rel``."""
         free = np.add(self.idle[n], self.rel[n], out=self.free[n])

@@ -41,7 +41,7 @@ class Statement:
                  indices: Optional[list[int]] = None) -> None:
         """Place ``task`` on idle resources of ``node`` (status ``binding``)."""
         s = self.session
-        self._record(task)
+        self._record(task, node=node)
         s._apply(task, _TaskState("binding", node, list(groups or []), list(indices or []),
                                   s.accepted_gpus_on(task, node), s.shadow.get(task), None))
 
@@ -52,7 +52,7 @@ class Statement:
         groups = list(groups or [])
         indices = list(indices or [])
         cur = s._state(task)
-        self._record(task, cur)
+        self._record(task, cur, node)
         evicted_here = cur.status == "releasing" and cur.evict_prior is not None
         on_node = _copy_on_node(cur, node) if evicted_here else None
         if on_node is not None:
@@ -150,8 +150,12 @@ class Statement:
         """Undo every operation recorded after ``checkpoint`` (latest first)."""
         s = self.session
         while len(self._ops) > checkpoint:
-            task, before, eviction_change, moved = self._ops.pop()
+            task, before, eviction_change, moved, slots = self._ops.pop()
             s._apply(task, before)
+            if slots:   # a whole-GPU task: the devices the inverse transition does not give back (_record)
+                s.indices[task] = before.indices
+                for kept in slots:
+                    s.nodes.restore_slots(kept)
             if eviction_change is APPENDED:
                 s.evictions.pop()
             elif eviction_change is not None:
@@ -183,11 +187,26 @@ class Statement:
         """Number of recorded operations (for tests and diagnostics)."""
         return len(self._ops)
 
-    def _record(self, task: int, before: Optional[_TaskState] = None) -> None:
-        """``before``: the task's current state when the caller already read it."""
+    def _record(self, task: int, before: Optional[_TaskState] = None, node: int = -1) -> None:
+        """``before``: the task's current state when the caller already read it; ``node``: where the operation
+        places it, when not where it is."""
         # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
-        # changes to undo]
-        self._ops.append([task, self.session._state(task) if before is None else before, None, []])
+        # changes to undo, device rows of the nodes a whole-GPU task's operation touches (NodeState.keep_slots)]
+        s = self.session
+        if before is None:
+            before = s._state(task)
+        self._ops.append([task, before, None, [], _keep_slots(s, task, before, node)])
+
+
+def _keep_slots(s: Session, task: int, before: _TaskState, node: int) -> tuple:
+    """Device rows of the nodes an operation on ``task`` can touch (where it is, where it goes, its releasing
+    copies), when it is a whole-GPU task: a task the snapshot gave no device frees its anonymous slots when removed
+    and claims none when added back, so the rollback puts the rows back (kaidash's device forecast; KAI picks no
+    whole-GPU device numbers)."""
+    if s.kind_list[task] != KIND_WHOLE:
+        return ()
+    nodes = dict.fromkeys(n for n in (before.node, node, *(c[0] for c in before.shadow or ())) if n >= 0)
+    return tuple(s.nodes.keep_slots(n) for n in nodes)
 
 
 def _copy_on_node(cur: _TaskState, node: int) -> Optional[list]:
