@@ -108,15 +108,26 @@ class NodeFit:
         return out
 
 
-@dataclass
 class _TaskState:
-    status: str
-    node: int
-    groups: list
-    indices: list
-    accepted: float
-    shadow: Optional[tuple]
-    evict_prior: Optional[str]
+    """One task's state: what :meth:`Session._apply` moves a task to and a statement's undo record keeps."""
+
+    __slots__ = ("status", "node", "groups", "indices", "accepted", "shadow", "evict_prior")
+
+    def __init__(self, status: str, node: int, groups: list, indices: list, accepted: float,
+                 shadow: Optional[tuple], evict_prior: Optional[str]):
+        self.status = status
+        self.node = node
+        self.groups = groups
+        self.indices = indices
+        self.accepted = accepted
+        self.shadow = shadow
+        self.evict_prior = evict_prior
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _TaskState) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return "_TaskState(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
 class JobTable:
@@ -310,6 +321,7 @@ class Session:
         ns.refresh()
         self._build_jobs(snapshot, table)
         self._vec_cache: dict[int, np.ndarray] = {}
+        self._row_cache: dict[int, tuple[float, float, float, float]] = {}
         self._cpu_l = self.cpu.tolist()
         self._mem_l = self.mem.tolist()
         self._gpu_l = self.gpu.tolist()  # requests (the packing bound of the eviction actions reads them)
@@ -612,6 +624,14 @@ class Session:
             self._vec_cache[i] = vec
         return vec
 
+    def _task_row(self, i: int) -> tuple[float, float, float, float]:
+        """:meth:`task_vector` as plain floats (what :meth:`NodeState.add` / ``remove`` take), cached per task."""
+        row = self._row_cache.get(i)
+        if row is None:
+            row = self._row_cache[i] = (self._node_gpu_l[i] if self.kind_list[i] == KIND_WHOLE else 0.0,
+                                        self._cpu_l[i], self._mem_l[i], 1.0)
+        return row
+
     def queue_amount(self, i: int) -> np.ndarray:
         """What the task adds to its queue's Allocated: (accepted GPUs, cpu, memory). Do not modify (kept per
         task while its accepted GPUs stay the same)."""
@@ -644,7 +664,7 @@ class Session:
         """Add or remove one copy of :meth:`_copies` from node accounting (the task's own placement claims
         anonymous whole-GPU slots from the current fields, as before)."""
         status, n, groups, indices, own = copy
-        vec = self.task_vector(i)
+        vec = self._task_row(i)
         shared = self._shared_parts(i, n, indices) if self.is_shared(i) else None
         whole = None
         if self.kind_list[i] == KIND_WHOLE:
@@ -693,15 +713,16 @@ class Session:
         self.job_version[self.task_job[i]] += 1
         if self._simple_apply and self.kind_list[i] <= KIND_WHOLE and i not in self.mig_req:
             old_shadow = self.shadow.get(i)
-            if new.shadow is None and old_shadow is None:
+            new_shadow = new.shadow
+            if new_shadow is None and old_shadow is None:
                 self._apply_simple(i, new)
                 return
             if self._move_apply:
                 if old_shadow is None and new.status != "releasing" and \
-                        self._is_own_copy(new.shadow, self.status[i], self.node[i], self.groups[i], self.indices[i]):
+                        self._is_own_copy(new_shadow, self.status[i], self.node[i], self.groups[i], self.indices[i]):
                     self._apply_simple(i, new, keep_old=True)   # a move: the releasing placement stays as its copy
                     return
-                if new.shadow is None and self.node[i] >= 0 and self.status[i] in ACTIVE_ALLOCATED and \
+                if new_shadow is None and self.node[i] >= 0 and self.status[i] in ACTIVE_ALLOCATED and \
                         self._is_own_copy(old_shadow, new.status, new.node, new.groups, new.indices):
                     self._apply_simple(i, new, reuse_new=True)  # a move undone: its copy is the placement again
                     return
@@ -756,30 +777,36 @@ class Session:
         Also a move of such a task (``keep_old``: its releasing placement becomes the move's only copy, which
         the general path leaves where it is) and its undoing (``reuse_new``: that copy becomes the releasing
         placement again), with the general path's calls in its order."""
-        st0, n0 = self.status[i], self.node[i]
+        status, node = self.status, self.node
+        st0, n0 = status[i], node[i]
+        st1, n1 = new.status, new.node
         occ0 = n0 >= 0 and st0 in OCCUPIES_NODE
-        occ1 = new.node >= 0 and new.status in OCCUPIES_NODE
-        change = not (occ0 and occ1 and st0 == new.status and n0 == new.node and self.groups[i] == new.groups
-                      and self.indices[i] == new.indices)
+        occ1 = n1 >= 0 and st1 in OCCUPIES_NODE
+        groups, indices = self.groups, self.indices
+        idx0, idx1 = indices[i], new.indices
+        change = not (occ0 and occ1 and st0 == st1 and n0 == n1 and groups[i] == new.groups and idx0 == idx1)
         whole = self.kind_list[i] == KIND_WHOLE
         ns = self.nodes
-        vec = self.task_vector(i)
-        same_node = occ0 and occ1 and n0 == new.node and not reuse_new
+        vec = self._row_cache.get(i) or self._task_row(i)
+        tracking = self.predicates.tracking
         if occ0 and change and not keep_old:
-            ns.remove(n0, vec, st0, None, self._whole_slots(i, n0, st0) if whole else None, owner=i,
-                      derive=not same_node)
-            self.predicates.remove(i, n0)
+            # _whole_slots claims anonymous devices only when the task has none; ns.remove does not keep the list
+            ns.remove(n0, vec, st0, None, (idx0 or self._whole_slots(i, n0, st0)) if whole else None, owner=i,
+                      derive=not (occ1 and n0 == n1 and not reuse_new))
+            if tracking:
+                self.predicates.remove(i, n0)
         j = self.task_job[i]
         q = self.job_queue[j]
         if q >= 0 and st0 in COUNTS_IN_QUEUE:
             self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], -1.0)
-        self.status[i] = new.status
-        self.node[i] = new.node
-        self.groups[i] = new.groups
-        self.indices[i] = new.indices
+        status[i] = st1
+        node[i] = n1
+        groups[i] = new.groups
+        indices[i] = idx1
         self.accepted[i] = new.accepted
         if new.shadow is None:
-            self.shadow.pop(i, None)
+            if reuse_new:
+                del self.shadow[i]
         else:
             self.shadow[i] = new.shadow
         if new.evict_prior is None:
@@ -787,10 +814,10 @@ class Session:
         else:
             self.evict_prior[i] = new.evict_prior
         if occ1 and change and not reuse_new:
-            n1 = new.node
-            ns.add(n1, vec, new.status, None, self._whole_slots(i, n1, new.status) if whole else None, owner=i)
-            self.predicates.add(i, n1)
-        if q >= 0 and new.status in COUNTS_IN_QUEUE:
+            ns.add(n1, vec, st1, None, (idx1 or self._whole_slots(i, n1, st1)) if whole else None, owner=i)
+            if tracking:
+                self.predicates.add(i, n1)
+        if q >= 0 and st1 in COUNTS_IN_QUEUE:
             self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], 1.0)
 
     # ================================================================== jobs
@@ -1008,8 +1035,8 @@ class Session:
         """:meth:`_eval` for one node and a CPU-only or whole-GPU task, in plain Python (the hot path of
         incremental node ordering): ``(fits, fits on idle, local score)``."""
         ns = self.nodes
-        f0, f1, f2, f3 = ns.free[n].tolist()
-        i0, i1, i2, i3 = ns.idle[n].tolist()
+        f0, f1, f2, f3 = ns.free_rows[n]
+        i0, i1, i2, i3 = ns.idle_rows[n]
         cpu, mem = self._cpu_l[i], self._mem_l[i]
         fits = self._node_ready[n] and f1 >= cpu and f2 >= mem and f3 >= 1
         idle = i1 >= cpu and i2 >= mem and i3 >= 1
@@ -1256,8 +1283,9 @@ class Session:
         shared = [(int(s), ns.group_used(n, int(s)) / float(ns.gpu_mem[n])) for s in np.nonzero(fit.shared_fit[n])[0]]
         # KAI: int(idle) + int(releasing) whole-GPU candidates (Go truncation; releasing goes negative when
         # pipelined tasks take more than is releasing, and then cancels idle GPUs they will use).
-        whole_count = max(int(ns.idle[n, GPU]) + int(ns.rel[n, GPU]), 0)
-        idle_whole = min(max(int(ns.idle[n, GPU]), 0), whole_count)
+        idle_gpu = ns.idle_rows[n][GPU]
+        whole_count = max(int(idle_gpu) + int(ns.rel_rows[n][GPU]), 0)
+        idle_whole = min(max(int(idle_gpu), 0), whole_count)
         order = gpu_order.order_candidates(self.config.gpu_device_order, shared, whole_count)
         device_order = getattr(self.gpu_strategy, "device_order", None)    # per-task strategies (fragaware)
         if device_order is not None:

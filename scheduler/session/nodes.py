@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import EngineError
 from ..model import Snapshot, mig_gpus
 
 GPU, CPU, MEM, PODS = 0, 1, 2, 3
@@ -54,9 +55,9 @@ class NodeState:
         external = np.array([[nd.external.gpus, nd.external.cpu_millis, nd.external.memory_bytes,
                               nd.external.pods] for nd in nodes], dtype=float).reshape(n, 4)
         # Other schedulers' pods are subtracted from what KAI can use (§b.1).
-        self.idle = self.allocatable - external
-        self.rel = np.zeros((n, 4))
-        self.used = external.copy()
+        self._idle = self.allocatable - external
+        self._rel = np.zeros((n, 4))
+        self._used = external.copy()
         self.slot_exists = np.arange(g)[None, :] < self.gpus[:, None]
         self.sh_used = np.zeros((n, g))
         self.sh_alloc = np.zeros((n, g))
@@ -72,9 +73,9 @@ class NodeState:
             k = min(ext_slots[i], int(self.gpus[i]))
             top = int(self.gpus[i])
             self.slot_whole[i, top - k:top] = SLOT_EXTERNAL
-        self.free = self.idle + self.rel
-        self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
-        self.idleT = np.ascontiguousarray(self.idle.T)  # KAI NonAllocated (idle + releasing), kept in step
+        self._dirty: set[int] = set()        # nodes whose array rows lag their plain-Python rows (see refresh)
+        self._dirty_used: set[int] = set()
+        self.refresh()
         # MIG instances per profile (KAI: scalar resources nvidia.com/mig-<profile>); their GPU-equivalents are
         # part of the GPU column, so whole-GPU and shared requests use only the GPUs left beside them.
         self.mig_profiles: list[str] = sorted({p for nd in nodes for p in nd.mig})
@@ -107,11 +108,88 @@ class NodeState:
         """KAI ``NonAllocatedResource``: idle + releasing of one resource column, all nodes."""
         return self.free[:, column]
 
+    # The per-node resource vectors live twice: as numpy arrays (``idle``, ``rel``, ``used`` and the derived
+    # ``free`` = idle + releasing, ``freeT`` / ``idleT`` column-major copies for fast per-resource scans over all
+    # nodes) and as plain-Python rows (``idle_rows`` ...), which :meth:`add` / :meth:`remove` change: numpy's
+    # per-call cost on a row of 4 is several times the arithmetic. The arrays of a changed node are written
+    # from its rows when an array is next read (the properties below), so a node changed many times between two
+    # reads (a scenario's evictions, a rollback) is written once. Both hold the same float64 values: Python's
+    # float arithmetic is numpy's, operation for operation.
+
+    @property
+    def idle(self) -> np.ndarray:
+        """Idle resources, (nodes, 4). Bulk edits in place must be followed by :meth:`refresh`."""
+        if self._dirty:
+            self._flush()
+        return self._idle
+
+    @property
+    def rel(self) -> np.ndarray:
+        """Releasing resources, (nodes, 4) (negative where pipelined tasks take more than is releasing)."""
+        if self._dirty:
+            self._flush()
+        return self._rel
+
+    @property
+    def used(self) -> np.ndarray:
+        """Used resources, (nodes, 4)."""
+        if self._dirty_used:
+            self._flush_used()
+        return self._used
+
+    @property
+    def free(self) -> np.ndarray:
+        """Idle + releasing (KAI ``NonAllocatedResource``), (nodes, 4). Do not modify."""
+        if self._dirty:
+            self._flush()
+        return self._free
+
+    @property
+    def freeT(self) -> np.ndarray:
+        """``free`` column-major, (4, nodes). Do not modify."""
+        if self._dirty:
+            self._flush()
+        return self._freeT
+
+    @property
+    def idleT(self) -> np.ndarray:
+        """``idle`` column-major, (4, nodes). Do not modify."""
+        if self._dirty:
+            self._flush()
+        return self._idleT
+
+    def _flush(self) -> None:
+        idle, rel, free, freeT, idleT = self._idle, self._rel, self._free, self._freeT, self._idleT
+        irows, rrows, frows = self.idle_rows, self.rel_rows, self.free_rows
+        for n in self._dirty:
+            r = irows[n]
+            idle[n] = r
+            idleT[:, n] = r
+            rel[n] = rrows[n]
+            r = frows[n]
+            free[n] = r
+            freeT[:, n] = r
+        self._dirty.clear()
+
+    def _flush_used(self) -> None:
+        used, urows = self._used, self.used_rows
+        for n in self._dirty_used:
+            used[n] = urows[n]
+        self._dirty_used.clear()
+
     def refresh(self) -> None:
-        """Recompute derived arrays after bulk edits of ``idle``/``rel``."""
-        self.free = self.idle + self.rel
-        self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
-        self.idleT = np.ascontiguousarray(self.idle.T)
+        """Recompute derived arrays and the plain-Python rows after bulk edits of the ``idle`` / ``rel`` / ``used``
+        arrays."""
+        if self._dirty or self._dirty_used:
+            raise EngineError("NodeState.refresh: the arrays lag node changes not yet written; "
+                              "read them (idle, rel, used) before a bulk edit")
+        self._free = self._idle + self._rel
+        self._freeT = np.ascontiguousarray(self._free.T)  # column-major copies: fast per-resource scans
+        self._idleT = np.ascontiguousarray(self._idle.T)  # KAI NonAllocated (idle + releasing), kept in step
+        self.idle_rows: list[list[float]] = self._idle.tolist()
+        self.rel_rows: list[list[float]] = self._rel.tolist()
+        self.used_rows: list[list[float]] = self._used.tolist()
+        self.free_rows: list[list[float]] = self._free.tolist()
 
     def refresh_mig(self) -> None:
         """Recompute the MIG GPU-equivalents after bulk edits of ``mig_idle`` / ``mig_rel``."""
@@ -134,7 +212,7 @@ class NodeState:
 
     def used_gpu_count(self, n: int) -> int:
         """KAI ``getNumberOfUsedGPUs``: whole GPUs used + shared groups in use."""
-        return int(self.used[n, GPU]) + int(np.count_nonzero(self.sh_used[n] > 0))
+        return int(self.used_rows[n][GPU]) + int(np.count_nonzero(self.sh_used[n] > 0))
 
     def task_mem_on_nodes(self, portion: float, gpu_memory_mib: Optional[float]) -> np.ndarray:
         """MiB a shared-GPU request takes on one device of every node (KAI ``GetResourceGpuMemory``)."""
@@ -189,14 +267,21 @@ class NodeState:
         node again at once and calls :meth:`derive` (or a last ``add`` / ``remove`` with it) after."""
         self.version += 1
         self.change_log.append(n)
-        self.used[n] += vec
+        v0, v1, v2, v3 = vec
+        u = self.used_rows[n]
+        self.used_rows[n] = [u[0] + v0, u[1] + v1, u[2] + v2, u[3] + v3]
         if status == "releasing":
-            self.rel[n] += vec
-            self.idle[n] -= vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
         elif status == "pipelined":
-            self.rel[n] -= vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
         else:
-            self.idle[n] -= vec
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+        self._dirty_used.add(n)
         if whole_slots:
             sw, so = self.slot_whole, self.slot_owner   # .item(): plain ints, not numpy scalars, to compare
             for s in whole_slots:
@@ -222,14 +307,21 @@ class NodeState:
         """Inverse of :meth:`add` for a task currently accounted with ``status`` (``derive``: as there)."""
         self.version += 1
         self.change_log.append(n)
-        self.used[n] -= vec
+        v0, v1, v2, v3 = vec
+        u = self.used_rows[n]
+        self.used_rows[n] = [u[0] - v0, u[1] - v1, u[2] - v2, u[3] - v3]
         if status == "releasing":
-            self.rel[n] -= vec
-            self.idle[n] += vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
         elif status == "pipelined":
-            self.rel[n] += vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
         else:
-            self.idle[n] += vec
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+        self._dirty_used.add(n)
         if whole_slots:
             sw, so = self.slot_whole, self.slot_owner
             for s in whole_slots:
@@ -249,10 +341,11 @@ class NodeState:
             self.derive(n)
 
     def derive(self, n: int) -> None:
-        """Recompute node ``n``'s ``free`` row and its columns of ``freeT`` / ``idleT`` from ``idle`` and ``rel``."""
-        free = np.add(self.idle[n], self.rel[n], out=self.free[n])
-        self.freeT[:, n] = free
-        self.idleT[:, n] = self.idle[n]
+        """Recompute node ``n``'s ``free`` row from its ``idle`` and ``rel`` rows; its arrays are written when next
+        read."""
+        i, r = self.idle_rows[n], self.rel_rows[n]
+        self.free_rows[n] = [i[0] + r[0], i[1] + r[1], i[2] + r[2], i[3] + r[3]]
+        self._dirty.add(n)
 
     def _add_shared(self, n: int, s: int, mem: float, status: str) -> None:
         self.sh_used[n, s] += mem
@@ -263,21 +356,21 @@ class NodeState:
             self.sh_present[n, s] = True
             if used == self.sh_rel[n, s]:  # every task on this GPU is releasing
                 if not self.sh_marked[n, s]:
-                    self.rel[n, GPU] += 1
+                    self.rel_rows[n][GPU] += 1
                     self.sh_marked[n, s] = True
-                if self.gpus[n] < self.idle[n, GPU] + self.used_gpu_count(n):
-                    self.idle[n, GPU] -= 1
+                if self.gpus[n] < self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                    self.idle_rows[n][GPU] -= 1
         elif status == "pipelined":
             self.sh_rel[n, s] -= mem
             if used - mem == self.sh_rel[n, s] + mem:  # pipelined onto a releasing GPU
-                self.rel[n, GPU] -= 1
+                self.rel_rows[n][GPU] -= 1
         else:
             self.sh_alloc[n, s] += mem
             self.sh_present[n, s] = True
-            if used <= mem and self.gpus[n] < self.idle[n, GPU] + self.used_gpu_count(n):
-                self.idle[n, GPU] -= 1  # the first fraction on this GPU takes a whole GPU from idle
+            if used <= mem and self.gpus[n] < self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                self.idle_rows[n][GPU] -= 1  # the first fraction on this GPU takes a whole GPU from idle
             if self.sh_marked[n, s]:
-                self.rel[n, GPU] -= 1
+                self.rel_rows[n][GPU] -= 1
                 self.sh_marked[n, s] = False
 
     def _remove_shared(self, n: int, s: int, mem: float, status: str) -> None:
@@ -287,10 +380,10 @@ class NodeState:
             self.sh_rel[n, s] -= mem
             self.sh_alloc[n, s] -= mem
             if used <= 0:
-                if self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
-                    self.idle[n, GPU] += 1
+                if self.gpus[n] >= self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                    self.idle_rows[n][GPU] += 1
                 if self.sh_marked[n, s]:
-                    self.rel[n, GPU] -= 1
+                    self.rel_rows[n][GPU] -= 1
                     self.sh_marked[n, s] = False
         elif status == "pipelined":
             self.sh_rel[n, s] += mem
@@ -300,15 +393,15 @@ class NodeState:
                 # releasing whole GPU back when that group empties (isPipelinedToReleasingGpu: used and
                 # releasing memory both 0), as adding its first task took it
                 if used - self.sh_alloc[n, s] <= 0:
-                    self.rel[n, GPU] += 1
+                    self.rel_rows[n][GPU] += 1
             elif (used + mem == rel - mem) or (used == 0 and rel == 0):
-                self.rel[n, GPU] += 1
+                self.rel_rows[n][GPU] += 1
         else:
             self.sh_alloc[n, s] -= mem
-            if used <= 0 and self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
-                self.idle[n, GPU] += 1
+            if used <= 0 and self.gpus[n] >= self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                self.idle_rows[n][GPU] += 1
             if used > 0 and self.sh_rel[n, s] == used and not self.sh_marked[n, s]:
-                self.rel[n, GPU] += 1
+                self.rel_rows[n][GPU] += 1
                 self.sh_marked[n, s] = True
         if used <= 0 and self.sh_alloc[n, s] <= 0:
             self.sh_present[n, s] = False
