@@ -797,13 +797,14 @@ class Session:
                 self.predicates.remove(i, n0)
         j = self.task_job[i]
         q = self.job_queue[j]
-        if q >= 0 and st0 in COUNTS_IN_QUEUE:
-            self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], -1.0)
+        accepted = self.accepted
+        if q >= 0 and st0 in COUNTS_IN_QUEUE:   # queue_amount's values, as plain floats
+            self.queues.add(q, (accepted[i], self._cpu_l[i], self._mem_l[i]), self.job_non_preemptible[j], -1.0)
         status[i] = st1
         node[i] = n1
         groups[i] = new.groups
         indices[i] = idx1
-        self.accepted[i] = new.accepted
+        accepted[i] = new.accepted
         if new.shadow is None:
             if reuse_new:
                 del self.shadow[i]
@@ -818,7 +819,7 @@ class Session:
             if tracking:
                 self.predicates.add(i, n1)
         if q >= 0 and st1 in COUNTS_IN_QUEUE:
-            self.queues.add(q, self.queue_amount(i), self.job_non_preemptible[j], 1.0)
+            self.queues.add(q, (accepted[i], self._cpu_l[i], self._mem_l[i]), self.job_non_preemptible[j], 1.0)
 
     # ================================================================== jobs
 
