@@ -697,7 +697,7 @@ class Session:
             return list(self.indices[i])
         ns = self.nodes
         want = SLOT_RELEASING if status == "releasing" else SLOT_ACTIVE
-        owner, whole = ns.slot_owner[n].tolist(), ns.slot_whole[n].tolist()   # a node's few devices: plain Python
+        owner, whole = ns.slot_owner_rows[n], ns.slot_whole_rows[n]   # a node's few devices: plain Python
         cand = [s for s in range(len(owner)) if owner[s] == ANONYMOUS and whole[s] == want]
         self.indices[i] = cand[: int(self.node_gpu[i])]
         return list(self.indices[i])

@@ -59,6 +59,7 @@ class NodeState:
         self._rel = np.zeros((n, 4))
         self._used = external.copy()
         self.slot_exists = np.arange(g)[None, :] < self.gpus[:, None]
+        self.slot_exists_rows: list[list[bool]] = self.slot_exists.tolist()
         self.sh_used = np.zeros((n, g))
         self.sh_alloc = np.zeros((n, g))
         self.sh_rel = np.zeros((n, g))
@@ -66,15 +67,16 @@ class NodeState:
         self.sh_marked = np.zeros((n, g), dtype=bool)   # group counted as one releasing whole GPU
         self.slot_group: list[dict[int, str]] = [dict() for _ in range(n)]
         self.group_slot: list[dict[str, int]] = [dict() for _ in range(n)]
-        self.slot_whole = np.zeros((n, g), dtype=np.int8)
-        self.slot_owner = np.full((n, g), -1, dtype=np.int64)
+        self._slot_whole = np.zeros((n, g), dtype=np.int8)
+        self._slot_owner = np.full((n, g), -1, dtype=np.int64)
         ext_slots = np.ceil(external[:, GPU]).astype(int)
         for i in np.nonzero(ext_slots)[0]:  # external GPUs take the highest indices
             k = min(ext_slots[i], int(self.gpus[i]))
             top = int(self.gpus[i])
-            self.slot_whole[i, top - k:top] = SLOT_EXTERNAL
+            self._slot_whole[i, top - k:top] = SLOT_EXTERNAL
         self._dirty: set[int] = set()        # nodes whose array rows lag their plain-Python rows (see refresh)
         self._dirty_used: set[int] = set()
+        self._dirty_slots: set[int] = set()
         self.refresh()
         # MIG instances per profile (KAI: scalar resources nvidia.com/mig-<profile>); their GPU-equivalents are
         # part of the GPU column, so whole-GPU and shared requests use only the GPUs left beside them.
@@ -158,6 +160,27 @@ class NodeState:
             self._flush()
         return self._idleT
 
+    @property
+    def slot_whole(self) -> np.ndarray:
+        """Whole-GPU occupancy per device (``SLOT_*``), (nodes, devices). Bulk edits: then :meth:`refresh`."""
+        if self._dirty_slots:
+            self._flush_slots()
+        return self._slot_whole
+
+    @property
+    def slot_owner(self) -> np.ndarray:
+        """Task holding each device whole (-1 none, ``ANONYMOUS``), (nodes, devices). Bulk edits: :meth:`refresh`."""
+        if self._dirty_slots:
+            self._flush_slots()
+        return self._slot_owner
+
+    def _flush_slots(self) -> None:
+        whole, owner, wrows, orows = self._slot_whole, self._slot_owner, self.slot_whole_rows, self.slot_owner_rows
+        for n in self._dirty_slots:
+            whole[n] = wrows[n]
+            owner[n] = orows[n]
+        self._dirty_slots.clear()
+
     def _flush(self) -> None:
         idle, rel, free, freeT, idleT = self._idle, self._rel, self._free, self._freeT, self._idleT
         irows, rrows, frows = self.idle_rows, self.rel_rows, self.free_rows
@@ -180,7 +203,7 @@ class NodeState:
     def refresh(self) -> None:
         """Recompute derived arrays and the plain-Python rows after bulk edits of the ``idle`` / ``rel`` / ``used``
         arrays."""
-        if self._dirty or self._dirty_used:
+        if self._dirty or self._dirty_used or self._dirty_slots:
             raise EngineError("NodeState.refresh: the arrays lag node changes not yet written; "
                               "read them (idle, rel, used) before a bulk edit")
         self._free = self._idle + self._rel
@@ -190,6 +213,8 @@ class NodeState:
         self.rel_rows: list[list[float]] = self._rel.tolist()
         self.used_rows: list[list[float]] = self._used.tolist()
         self.free_rows: list[list[float]] = self._free.tolist()
+        self.slot_whole_rows: list[list[int]] = self._slot_whole.tolist()
+        self.slot_owner_rows: list[list[int]] = self._slot_owner.tolist()
 
     def refresh_mig(self) -> None:
         """Recompute the MIG GPU-equivalents after bulk edits of ``mig_idle`` / ``mig_rel``."""
@@ -283,20 +308,21 @@ class NodeState:
             self.idle_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
         self._dirty_used.add(n)
         if whole_slots:
-            sw, so = self.slot_whole, self.slot_owner   # .item(): plain ints, not numpy scalars, to compare
+            sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
             for s in whole_slots:
-                cur = sw.item(n, s)
-                if status == "releasing" and cur == SLOT_RELEASING and so.item(n, s) not in (-1, owner):
+                cur = sw[s]
+                if status == "releasing" and cur == SLOT_RELEASING and so[s] not in (-1, owner):
                     continue  # a task pipelined onto another pod's releasing device, evicted: that pod stays owner
                 if status == "releasing":
-                    sw[n, s] = SLOT_RELEASING
+                    sw[s] = SLOT_RELEASING
                 elif status == "pipelined":
-                    sw[n, s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
+                    sw[s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
                 else:
-                    sw[n, s] = SLOT_ACTIVE
+                    sw[s] = SLOT_ACTIVE
                 if status == "pipelined" and cur == SLOT_RELEASING:
                     continue  # the releasing owner stays recorded; the slot is shared in time
-                so[n, s] = owner
+                so[s] = owner
+            self._dirty_slots.add(n)
         for slot, mem in shared or ():
             self._add_shared(n, slot, mem, status)
         if derive:
@@ -323,18 +349,19 @@ class NodeState:
             self.idle_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
         self._dirty_used.add(n)
         if whole_slots:
-            sw, so = self.slot_whole, self.slot_owner
+            sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
             for s in whole_slots:
-                cur = sw.item(n, s)
+                cur = sw[s]
                 if status == "pipelined" and cur == SLOT_PIPELINED:
-                    sw[n, s] = SLOT_RELEASING
+                    sw[s] = SLOT_RELEASING
                     continue
-                own = so.item(n, s)
+                own = so[s]
                 if status == "releasing" and cur == SLOT_RELEASING and own not in (-1, owner, ANONYMOUS):
                     continue  # the inverse of the case in add: the other releasing pod keeps the device
                 if own in (owner, ANONYMOUS) or status != "pipelined":
-                    sw[n, s] = SLOT_FREE
-                    so[n, s] = -1
+                    sw[s] = SLOT_FREE
+                    so[s] = -1
+            self._dirty_slots.add(n)
         for slot, mem in shared or ():
             self._remove_shared(n, slot, mem, status)
         if derive:
@@ -421,7 +448,7 @@ class NodeState:
         """Device indices for a whole-GPU task: lowest idle slots; a pipelined task takes releasing
         slots first. Returns fewer than ``k`` only when the slots do not say (anonymous occupancy)."""
         # plain Python over the node's few devices (numpy's per-call cost dominates at this size)
-        exists, whole, used = self.slot_exists[n].tolist(), self.slot_whole[n].tolist(), self.sh_used[n].tolist()
+        exists, whole, used = self.slot_exists_rows[n], self.slot_whole_rows[n], self.sh_used[n].tolist()
         slots = [s for s in range(len(exists)) if exists[s]]
         idle = [s for s in slots if whole[s] == SLOT_FREE and used[s] == 0]
         if not pipelined:
