@@ -308,21 +308,7 @@ class NodeState:
             self.idle_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
         self._dirty_used.add(n)
         if whole_slots:
-            sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
-            for s in whole_slots:
-                cur = sw[s]
-                if status == "releasing" and cur == SLOT_RELEASING and so[s] not in (-1, owner):
-                    continue  # a task pipelined onto another pod's releasing device, evicted: that pod stays owner
-                if status == "releasing":
-                    sw[s] = SLOT_RELEASING
-                elif status == "pipelined":
-                    sw[s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
-                else:
-                    sw[s] = SLOT_ACTIVE
-                if status == "pipelined" and cur == SLOT_RELEASING:
-                    continue  # the releasing owner stays recorded; the slot is shared in time
-                so[s] = owner
-            self._dirty_slots.add(n)
+            self._take_slots(n, whole_slots, status, owner)
         for slot, mem in shared or ():
             self._add_shared(n, slot, mem, status)
         if derive:
@@ -349,23 +335,79 @@ class NodeState:
             self.idle_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
         self._dirty_used.add(n)
         if whole_slots:
-            sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
-            for s in whole_slots:
-                cur = sw[s]
-                if status == "pipelined" and cur == SLOT_PIPELINED:
-                    sw[s] = SLOT_RELEASING
-                    continue
-                own = so[s]
-                if status == "releasing" and cur == SLOT_RELEASING and own not in (-1, owner, ANONYMOUS):
-                    continue  # the inverse of the case in add: the other releasing pod keeps the device
-                if own in (owner, ANONYMOUS) or status != "pipelined":
-                    sw[s] = SLOT_FREE
-                    so[s] = -1
-            self._dirty_slots.add(n)
+            self._give_slots(n, whole_slots, status, owner)
         for slot, mem in shared or ():
             self._remove_shared(n, slot, mem, status)
         if derive:
             self.derive(n)
+
+    def restatus(self, n: int, vec, old: str, new: str, old_slots: Optional[list[int]] = None,
+                 new_slots: Optional[list[int]] = None, owner: int = -1) -> None:
+        """:meth:`remove` of a task accounted with status ``old`` (devices ``old_slots``) on node ``n``, then
+        :meth:`add` with ``new`` (devices ``new_slots``) on the same node, no shared GPU (an eviction where the task
+        is, and its undoing): the same arithmetic, element for element, in one call."""
+        self.version += 2
+        self.change_log += (n, n)
+        v0, v1, v2, v3 = vec
+        u = self.used_rows[n]
+        self.used_rows[n] = [u[0] - v0 + v0, u[1] - v1 + v1, u[2] - v2 + v2, u[3] - v3 + v3]
+        i, r = self.idle_rows[n], self.rel_rows[n]
+        if old == "releasing":
+            r = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+            i = [i[0] + v0, i[1] + v1, i[2] + v2, i[3] + v3]
+        elif old == "pipelined":
+            r = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+        else:
+            i = [i[0] + v0, i[1] + v1, i[2] + v2, i[3] + v3]
+        if new == "releasing":
+            r = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+            i = [i[0] - v0, i[1] - v1, i[2] - v2, i[3] - v3]
+        elif new == "pipelined":
+            r = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+        else:
+            i = [i[0] - v0, i[1] - v1, i[2] - v2, i[3] - v3]
+        self.idle_rows[n], self.rel_rows[n] = i, r
+        self.free_rows[n] = [i[0] + r[0], i[1] + r[1], i[2] + r[2], i[3] + r[3]]
+        self._dirty_used.add(n)
+        self._dirty.add(n)
+        if old_slots:
+            self._give_slots(n, old_slots, old, owner)
+        if new_slots:
+            self._take_slots(n, new_slots, new, owner)
+
+    def _take_slots(self, n: int, whole_slots: list[int], status: str, owner: int) -> None:
+        """Devices of a whole-GPU task added with ``status`` (:meth:`add`)."""
+        sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
+        for s in whole_slots:
+            cur = sw[s]
+            if status == "releasing" and cur == SLOT_RELEASING and so[s] not in (-1, owner):
+                continue  # a task pipelined onto another pod's releasing device, evicted: that pod stays owner
+            if status == "releasing":
+                sw[s] = SLOT_RELEASING
+            elif status == "pipelined":
+                sw[s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
+            else:
+                sw[s] = SLOT_ACTIVE
+            if status == "pipelined" and cur == SLOT_RELEASING:
+                continue  # the releasing owner stays recorded; the slot is shared in time
+            so[s] = owner
+        self._dirty_slots.add(n)
+
+    def _give_slots(self, n: int, whole_slots: list[int], status: str, owner: int) -> None:
+        """Devices of a whole-GPU task accounted with ``status``, removed (:meth:`remove`)."""
+        sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
+        for s in whole_slots:
+            cur = sw[s]
+            if status == "pipelined" and cur == SLOT_PIPELINED:
+                sw[s] = SLOT_RELEASING
+                continue
+            own = so[s]
+            if status == "releasing" and cur == SLOT_RELEASING and own not in (-1, owner, ANONYMOUS):
+                continue  # the inverse of the case in add: the other releasing pod keeps the device
+            if own in (owner, ANONYMOUS) or status != "pipelined":
+                sw[s] = SLOT_FREE
+                so[s] = -1
+        self._dirty_slots.add(n)
 
     def derive(self, n: int) -> None:
         """Recompute node ``n``'s ``free`` row from its ``idle`` and ``rel`` rows; its arrays are written when next

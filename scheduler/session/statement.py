@@ -24,6 +24,8 @@ from .core import KIND_WHOLE, Session, _TaskState
 from .nodes import SLOT_PIPELINED
 
 
+_EVICTABLE = frozenset({"running", "binding", "pipelined"})
+
 APPENDED = object()
 """An operation that appended one eviction to ``session.evictions`` (rollback pops it)."""
 
@@ -118,15 +120,15 @@ class Statement:
         pipelined to; releasing copies an earlier move left stay where they are."""
         s = self.session
         cur = s._state(task)
-        if cur.status not in ("running", "binding", "pipelined"):
-            raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {cur.status} task")
-        self._record(task, cur)
-        s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
-                                  cur.status))
-        job = s.jobs[s.task_job[task]]
-        s.evictions.append(Eviction(task=s.task_names[task], job=job.key, action=action, preemptor=preemptor,
-                                    message=message))
-        self._ops[-1][2] = APPENDED
+        status = cur.status
+        if status not in _EVICTABLE:
+            raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {status} task")
+        op = [task, cur, None, []]   # see _record
+        self._ops.append(op)
+        s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow, status))
+        s.evictions.append(Eviction(task=s.task_names[task], job=s.jobs[s.task_job[task]].key, action=action,
+                                    preemptor=preemptor, message=message))
+        op[2] = APPENDED
         s.free_epoch += 1
 
     def convert_all_allocated_to_pipelined(self, job: int) -> None:
@@ -149,15 +151,17 @@ class Statement:
     def rollback(self, checkpoint: int) -> None:
         """Undo every operation recorded after ``checkpoint`` (latest first)."""
         s = self.session
-        while len(self._ops) > checkpoint:
-            task, before, eviction_change, moved = self._ops.pop()
-            s._apply(task, before)
+        apply, evictions, pop = s._apply, s.evictions, self._ops.pop
+        for _ in range(len(self._ops) - checkpoint):
+            task, before, eviction_change, moved = pop()
+            apply(task, before)
             if eviction_change is APPENDED:
-                s.evictions.pop()
+                evictions.pop()
             elif eviction_change is not None:
-                s.evictions.insert(*eviction_change)
-            for e, moved_to in reversed(moved):
-                e.moved_to = moved_to
+                evictions.insert(*eviction_change)
+            if moved:
+                for e, moved_to in reversed(moved):
+                    e.moved_to = moved_to
 
     def discard(self) -> None:
         """Undo everything this statement did."""
