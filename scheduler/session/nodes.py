@@ -74,9 +74,14 @@ class NodeState:
             k = min(ext_slots[i], int(self.gpus[i]))
             top = int(self.gpus[i])
             self._slot_whole[i, top - k:top] = SLOT_EXTERNAL
-        self._dirty: set[int] = set()        # nodes whose array rows lag their plain-Python rows (see refresh)
-        self._dirty_used: set[int] = set()
-        self._dirty_slots: set[int] = set()
+        # per array, the nodes whose row (column) lags the plain-Python rows (see the properties below)
+        self._stale_idle: set[int] = set()
+        self._stale_rel: set[int] = set()
+        self._stale_used: set[int] = set()
+        self._stale_free: set[int] = set()
+        self._stale_freeT: set[int] = set()
+        self._stale_idleT: set[int] = set()
+        self._stale_slots: set[int] = set()
         self.refresh()
         # MIG instances per profile (KAI: scalar resources nvidia.com/mig-<profile>); their GPU-equivalents are
         # part of the GPU column, so whole-GPU and shared requests use only the GPUs left beside them.
@@ -121,89 +126,71 @@ class NodeState:
     @property
     def idle(self) -> np.ndarray:
         """Idle resources, (nodes, 4). Bulk edits in place must be followed by :meth:`refresh`."""
-        if self._dirty:
-            self._flush()
+        if self._stale_idle:
+            _write_rows(self._idle, self.idle_rows, self._stale_idle)
         return self._idle
 
     @property
     def rel(self) -> np.ndarray:
         """Releasing resources, (nodes, 4) (negative where pipelined tasks take more than is releasing)."""
-        if self._dirty:
-            self._flush()
+        if self._stale_rel:
+            _write_rows(self._rel, self.rel_rows, self._stale_rel)
         return self._rel
 
     @property
     def used(self) -> np.ndarray:
         """Used resources, (nodes, 4)."""
-        if self._dirty_used:
-            self._flush_used()
+        if self._stale_used:
+            _write_rows(self._used, self.used_rows, self._stale_used)
         return self._used
 
     @property
     def free(self) -> np.ndarray:
         """Idle + releasing (KAI ``NonAllocatedResource``), (nodes, 4). Do not modify."""
-        if self._dirty:
-            self._flush()
+        if self._stale_free:
+            _write_rows(self._free, self.free_rows, self._stale_free)
         return self._free
 
     @property
     def freeT(self) -> np.ndarray:
         """``free`` column-major, (4, nodes). Do not modify."""
-        if self._dirty:
-            self._flush()
+        if self._stale_freeT:
+            _write_columns(self._freeT, self.free_rows, self._stale_freeT)
         return self._freeT
 
     @property
     def idleT(self) -> np.ndarray:
         """``idle`` column-major, (4, nodes). Do not modify."""
-        if self._dirty:
-            self._flush()
+        if self._stale_idleT:
+            _write_columns(self._idleT, self.idle_rows, self._stale_idleT)
         return self._idleT
 
     @property
     def slot_whole(self) -> np.ndarray:
         """Whole-GPU occupancy per device (``SLOT_*``), (nodes, devices). Bulk edits: then :meth:`refresh`."""
-        if self._dirty_slots:
-            self._flush_slots()
+        if self._stale_slots:
+            self._write_slots()
         return self._slot_whole
 
     @property
     def slot_owner(self) -> np.ndarray:
         """Task holding each device whole (-1 none, ``ANONYMOUS``), (nodes, devices). Bulk edits: :meth:`refresh`."""
-        if self._dirty_slots:
-            self._flush_slots()
+        if self._stale_slots:
+            self._write_slots()
         return self._slot_owner
 
-    def _flush_slots(self) -> None:
+    def _write_slots(self) -> None:
         whole, owner, wrows, orows = self._slot_whole, self._slot_owner, self.slot_whole_rows, self.slot_owner_rows
-        for n in self._dirty_slots:
+        for n in self._stale_slots:
             whole[n] = wrows[n]
             owner[n] = orows[n]
-        self._dirty_slots.clear()
-
-    def _flush(self) -> None:
-        idle, rel, free, freeT, idleT = self._idle, self._rel, self._free, self._freeT, self._idleT
-        irows, rrows, frows = self.idle_rows, self.rel_rows, self.free_rows
-        for n in self._dirty:
-            r = irows[n]
-            idle[n] = r
-            idleT[:, n] = r
-            rel[n] = rrows[n]
-            r = frows[n]
-            free[n] = r
-            freeT[:, n] = r
-        self._dirty.clear()
-
-    def _flush_used(self) -> None:
-        used, urows = self._used, self.used_rows
-        for n in self._dirty_used:
-            used[n] = urows[n]
-        self._dirty_used.clear()
+        self._stale_slots.clear()
 
     def refresh(self) -> None:
         """Recompute derived arrays and the plain-Python rows after bulk edits of the ``idle`` / ``rel`` / ``used``
         arrays."""
-        if self._dirty or self._dirty_used or self._dirty_slots:
+        if (self._stale_idle or self._stale_rel or self._stale_used or self._stale_free or self._stale_freeT
+                or self._stale_idleT or self._stale_slots):
             raise EngineError("NodeState.refresh: the arrays lag node changes not yet written; "
                               "read them (idle, rel, used) before a bulk edit")
         self._free = self._idle + self._rel
@@ -306,7 +293,7 @@ class NodeState:
         else:
             r = self.idle_rows[n]
             self.idle_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
-        self._dirty_used.add(n)
+        self._stale_used.add(n)
         if whole_slots:
             self._take_slots(n, whole_slots, status, owner)
         for slot, mem in shared or ():
@@ -333,7 +320,7 @@ class NodeState:
         else:
             r = self.idle_rows[n]
             self.idle_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
-        self._dirty_used.add(n)
+        self._stale_used.add(n)
         if whole_slots:
             self._give_slots(n, whole_slots, status, owner)
         for slot, mem in shared or ():
@@ -368,8 +355,8 @@ class NodeState:
             i = [i[0] - v0, i[1] - v1, i[2] - v2, i[3] - v3]
         self.idle_rows[n], self.rel_rows[n] = i, r
         self.free_rows[n] = [i[0] + r[0], i[1] + r[1], i[2] + r[2], i[3] + r[3]]
-        self._dirty_used.add(n)
-        self._dirty.add(n)
+        self._stale_used.add(n)
+        self._changed(n)
         if old_slots:
             self._give_slots(n, old_slots, old, owner)
         if new_slots:
@@ -391,7 +378,7 @@ class NodeState:
             if status == "pipelined" and cur == SLOT_RELEASING:
                 continue  # the releasing owner stays recorded; the slot is shared in time
             so[s] = owner
-        self._dirty_slots.add(n)
+        self._stale_slots.add(n)
 
     def _give_slots(self, n: int, whole_slots: list[int], status: str, owner: int) -> None:
         """Devices of a whole-GPU task accounted with ``status``, removed (:meth:`remove`)."""
@@ -407,14 +394,22 @@ class NodeState:
             if own in (owner, ANONYMOUS) or status != "pipelined":
                 sw[s] = SLOT_FREE
                 so[s] = -1
-        self._dirty_slots.add(n)
+        self._stale_slots.add(n)
 
     def derive(self, n: int) -> None:
         """Recompute node ``n``'s ``free`` row from its ``idle`` and ``rel`` rows; its arrays are written when next
         read."""
         i, r = self.idle_rows[n], self.rel_rows[n]
         self.free_rows[n] = [i[0] + r[0], i[1] + r[1], i[2] + r[2], i[3] + r[3]]
-        self._dirty.add(n)
+        self._changed(n)
+
+    def _changed(self, n: int) -> None:
+        """Node ``n``'s idle / releasing / free rows changed: its arrays are written when next read."""
+        self._stale_idle.add(n)
+        self._stale_rel.add(n)
+        self._stale_free.add(n)
+        self._stale_freeT.add(n)
+        self._stale_idleT.add(n)
 
     def _add_shared(self, n: int, s: int, mem: float, status: str) -> None:
         self.sh_used[n, s] += mem
@@ -526,3 +521,25 @@ class NodeState:
         for s in self.slot_group[n]:
             mask[s] = True
         return mask
+
+
+def _write_rows(arr: np.ndarray, rows: list, stale: set) -> None:
+    """Write the plain-Python ``rows[n]`` of every node in ``stale`` into ``arr[n]``; empties ``stale``."""
+    if len(stale) > 8:   # one fancy-index assignment beats a per-row call on many rows
+        idx = list(stale)
+        arr[idx] = [rows[n] for n in idx]
+    else:
+        for n in stale:
+            arr[n] = rows[n]
+    stale.clear()
+
+
+def _write_columns(arrT: np.ndarray, rows: list, stale: set) -> None:
+    """:func:`_write_rows` into a column-major copy: ``arrT[:, n] = rows[n]``."""
+    if len(stale) > 8:
+        idx = list(stale)
+        arrT[:, idx] = np.array([rows[n] for n in idx]).T
+    else:
+        for n in stale:
+            arrT[:, n] = rows[n]
+    stale.clear()
