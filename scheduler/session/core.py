@@ -130,29 +130,28 @@ class _TaskState:
         return "_TaskState(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
-class JobTable:
+class JobTable(dict):
     """``session.jobs[j]``: :class:`JobInfo` objects built on first access (a cluster may hold 100k+ jobs
-    of which an action touches a few)."""
+    of which an action touches a few). A dict of the built ones (a hit is one C-level lookup); ``len`` and
+    iteration cover every job of the snapshot."""
 
     def __init__(self, session: "Session"):
+        super().__init__()
         self._s = session
-        self._cache: dict[int, JobInfo] = {}
         self._jobs = session.snapshot.jobs
+
+    def __missing__(self, j: int) -> JobInfo:
+        s = self._s
+        job = self._jobs[j]
+        a, b = s.job_start[j], s.job_start[j + 1]
+        info = JobInfo(index=j, job=job, key=job.key, queue=s.job_queue[j], priority=job.priority,
+                       preemptible=not s.job_non_preemptible[j], creation=job.creation_time,
+                       tasks=list(range(a, b)), podsets=[])
+        self[j] = info
+        return info
 
     def __len__(self) -> int:
         return len(self._jobs)
-
-    def __getitem__(self, j: int) -> JobInfo:
-        info = self._cache.get(j)
-        if info is None:
-            s = self._s
-            job = self._jobs[j]
-            a, b = s.job_start[j], s.job_start[j + 1]
-            info = JobInfo(index=j, job=job, key=job.key, queue=s.job_queue[j], priority=job.priority,
-                           preemptible=not s.job_non_preemptible[j], creation=job.creation_time,
-                           tasks=list(range(a, b)), podsets=[])
-            self._cache[j] = info
-        return info
 
     def __iter__(self):
         return (self[j] for j in range(len(self._jobs)))
@@ -214,6 +213,7 @@ class Session:
         self._amount_cache: dict[int, tuple[float, np.ndarray]] = {}
         self._shape_keys: dict[int, tuple] = {}   # node_values: the cache key of each task's request
         self.sim_tasks_memo: dict[int, tuple[int, list[int]]] = {}
+        self._elastic_memo: dict[int, tuple[int, int]] = {}   # per job, (job_version, elastic_state)
         self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
         self._numeric_groups = any(g.isdigit() for g in self.group_ids)
         self.predicates = Predicates(self)
@@ -754,6 +754,38 @@ class Session:
             self._account_copy(i, c, +1)
         self._account_queue(i, +1)
 
+    def _can_restatus(self, i: int) -> bool:
+        """Whether :meth:`_restatus` may change task ``i``'s status where it is: a whole-GPU task with its devices
+        known or a CPU-only one, no MIG instances, no releasing copies of earlier moves, on a node."""
+        k = self.kind_list[i]
+        return (self._simple_apply and k <= KIND_WHOLE and self.node[i] >= 0 and i not in self.shadow
+                and i not in self.mig_req and (k == KIND_NONE or bool(self.indices[i])))
+
+    def _restatus(self, i: int, status: str, evict_prior: Optional[str]) -> None:
+        """:meth:`_apply` to the task's state with only ``status`` (both statuses holding the node) and
+        ``evict_prior`` changed, for a task :meth:`_can_restatus` allows (an eviction where the task is, and its
+        undoing): :meth:`_apply_simple`'s same-node path, with the same node, queue and predicate calls."""
+        j = self.task_job[i]
+        self.job_version[j] += 1
+        st0, n = self.status[i], self.node[i]
+        idx = self.indices[i] if self.kind_list[i] == KIND_WHOLE else None
+        self.nodes.restatus(n, self._row_cache.get(i) or self._task_row(i), st0, status, idx, idx, owner=i)
+        if self.predicates.tracking:
+            self.predicates.remove(i, n)
+            self.predicates.add(i, n)
+        q = self.job_queue[j]
+        if q >= 0:
+            amount = (self.accepted[i], self._cpu_l[i], self._mem_l[i])   # queue_amount's values, as plain floats
+            if st0 in COUNTS_IN_QUEUE:
+                self.queues.add(q, amount, self.job_non_preemptible[j], -1.0)
+            if status in COUNTS_IN_QUEUE:
+                self.queues.add(q, amount, self.job_non_preemptible[j], 1.0)
+        self.status[i] = status
+        if evict_prior is None:
+            self.evict_prior.pop(i, None)
+        else:
+            self.evict_prior[i] = evict_prior
+
     _simple_apply = True
     """Use :meth:`_apply_simple` where it applies (tests compare it with the general path)."""
 
@@ -854,6 +886,15 @@ class Session:
 
     def elastic_state(self, j: int) -> int:
         """KAI ``elastic`` job order: 0 below min_available, 1 exactly at, 2 above."""
+        version = self.job_version[j]
+        hit = self._elastic_memo.get(j)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = self._elastic_state(j)
+        self._elastic_memo[j] = (version, value)
+        return value
+
+    def _elastic_state(self, j: int) -> int:
         exactly = True
         for ps in self.podsets(j):
             n = self.active_allocated(ps)

@@ -56,7 +56,8 @@ class QueueState:
         # per-call cost on a row of 3 is several times the arithmetic, which is the same float64 arithmetic).
         self.allocated_rows: list[list[float]] = self._allocated.tolist()
         self.allocated_np_rows: list[list[float]] = self._allocated_np.tolist()
-        self._dirty: set[int] = set()
+        self._stale: set[int] = set()      # queues whose row of the array lags allocated_rows
+        self._stale_np: set[int] = set()   # ... of allocated_np
         self.requested = field("requested")
         # KAI GetAllocatableShare: limit if deserved is -1, else max(deserved, fair share) capped by limit.
         alloc = np.maximum(self.deserved, self.fair_share)
@@ -67,23 +68,24 @@ class QueueState:
     @property
     def allocated(self) -> np.ndarray:
         """Allocated per queue and resource (KAI ``Allocated``), ``[queue, resource]``. Do not modify: :meth:`add`."""
-        if self._dirty:
-            self._flush()
+        stale = self._stale
+        if stale:
+            arr, rows = self._allocated, self.allocated_rows
+            for a in stale:
+                arr[a] = rows[a]
+            stale.clear()
         return self._allocated
 
     @property
     def allocated_np(self) -> np.ndarray:
         """Allocated by non-preemptible jobs (KAI ``AllocatedNonPreemptible``). Do not modify: :meth:`add`."""
-        if self._dirty:
-            self._flush()
+        stale = self._stale_np
+        if stale:
+            arr, rows = self._allocated_np, self.allocated_np_rows
+            for a in stale:
+                arr[a] = rows[a]
+            stale.clear()
         return self._allocated_np
-
-    def _flush(self) -> None:
-        alloc, alloc_np, rows, np_rows = self._allocated, self._allocated_np, self.allocated_rows, self.allocated_np_rows
-        for a in self._dirty:
-            alloc[a] = rows[a]
-            alloc_np[a] = np_rows[a]
-        self._dirty.clear()
 
     def _chain(self, i: int) -> list[int]:
         out, seen = [], set()
@@ -96,17 +98,18 @@ class QueueState:
     def add(self, q: int, amount, non_preemptible: bool, sign: float = 1.0) -> None:
         """Add (``sign=-1``: subtract) ``amount`` (GPU, CPU, memory) to the queue and every ancestor."""
         version = self.version
-        rows, np_rows, dirty = self.allocated_rows, self.allocated_np_rows, self._dirty
+        rows, np_rows, stale = self.allocated_rows, self.allocated_np_rows, self._stale
         a0, a1, a2 = amount.tolist() if isinstance(amount, np.ndarray) else amount
         if sign == -1.0:   # x - a, as numpy's in-place subtract
             for a in self.chains[q]:
                 r = rows[a]
                 rows[a] = [r[0] - a0, r[1] - a1, r[2] - a2]
                 version[a] += 1
+                stale.add(a)
                 if non_preemptible:
                     r = np_rows[a]
                     np_rows[a] = [r[0] - a0, r[1] - a1, r[2] - a2]
-                dirty.add(a)
+                    self._stale_np.add(a)
             return
         if sign != 1.0:
             a0, a1, a2 = sign * a0, sign * a1, sign * a2
@@ -114,10 +117,11 @@ class QueueState:
             r = rows[a]
             rows[a] = [r[0] + a0, r[1] + a1, r[2] + a2]
             version[a] += 1
+            stale.add(a)
             if non_preemptible:
                 r = np_rows[a]
                 np_rows[a] = [r[0] + a0, r[1] + a1, r[2] + a2]
-            dirty.add(a)
+                self._stale_np.add(a)
 
     # ------------------------------------------------------------------ capacity checks (§c.2)
 

@@ -123,9 +123,15 @@ class Statement:
         status = cur.status
         if status not in _EVICTABLE:
             raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {status} task")
-        op = [task, cur, None, []]   # see _record
-        self._ops.append(op)
-        s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow, status))
+        if s._can_restatus(task):
+            op = [task, cur, None, [], True]   # see _record; undone by Session._restatus
+            self._ops.append(op)
+            s._restatus(task, "releasing", status)
+        else:
+            op = [task, cur, None, [], False]
+            self._ops.append(op)
+            s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
+                                      status))
         s.evictions.append(Eviction(task=s.task_names[task], job=s.jobs[s.task_job[task]].key, action=action,
                                     preemptor=preemptor, message=message))
         op[2] = APPENDED
@@ -153,8 +159,11 @@ class Statement:
         s = self.session
         apply, evictions, pop = s._apply, s.evictions, self._ops.pop
         for _ in range(len(self._ops) - checkpoint):
-            task, before, eviction_change, moved = pop()
-            apply(task, before)
+            task, before, eviction_change, moved, status_only = pop()
+            if status_only:   # only the status changed (evict's Session._restatus): change it back
+                s._restatus(task, before.status, before.evict_prior)
+            else:
+                apply(task, before)
             if eviction_change is APPENDED:
                 evictions.pop()
             elif eviction_change is not None:
@@ -190,8 +199,8 @@ class Statement:
     def _record(self, task: int, before: Optional[_TaskState] = None) -> None:
         """``before``: the task's current state when the caller already read it."""
         # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
-        # changes to undo]
-        self._ops.append([task, self.session._state(task) if before is None else before, None, []])
+        # changes to undo, whether only the status changed (undone by Session._restatus)]
+        self._ops.append([task, self.session._state(task) if before is None else before, None, [], False])
 
 
 def _copy_on_node(cur: _TaskState, node: int) -> Optional[list]:
