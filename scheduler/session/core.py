@@ -786,6 +786,19 @@ class Session:
         else:
             self.evict_prior[i] = evict_prior
 
+    def _can_move(self, i: int) -> bool:
+        """Whether :meth:`_apply_move` may move task ``i`` (releasing, evicted in this session) elsewhere: the case of
+        :meth:`_apply` that keeps its releasing placement as the move's only copy (no copies of earlier moves)."""
+        return (self._simple_apply and self._move_apply and self.kind_list[i] <= KIND_WHOLE and self.node[i] >= 0
+                and i not in self.shadow and i not in self.mig_req)
+
+    def _apply_move(self, i: int, new: _TaskState, undo: bool = False) -> None:
+        """:meth:`_apply` for a move :meth:`_can_move` allows (``new``: pipelined elsewhere, with the releasing
+        placement as its copy) and, ``undo``, for its undoing (``new``: the releasing placement before the move),
+        without re-deriving which case it is."""
+        self.job_version[self.task_job[i]] += 1
+        self._apply_simple(i, new, keep_old=not undo, reuse_new=undo)
+
     _simple_apply = True
     """Use :meth:`_apply_simple` where it applies (tests compare it with the general path)."""
 

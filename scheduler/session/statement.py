@@ -26,6 +26,10 @@ from .nodes import SLOT_PIPELINED
 
 _EVICTABLE = frozenset({"running", "binding", "pipelined"})
 
+_UNDO_APPLY, _UNDO_STATUS, _UNDO_MOVE = 0, 1, 2
+"""How rollback undoes an operation: ``Session._apply`` of the state before (any operation); ``Session._restatus``
+(an operation that changed only the task's status where it is); ``Session._apply_move`` (a move it made)."""
+
 APPENDED = object()
 """An operation that appended one eviction to ``session.evictions`` (rollback pops it)."""
 
@@ -66,12 +70,18 @@ class Statement:
                 if cur.indices and s.kind_list[task] == KIND_WHOLE:
                     self._reseat_pipelined(task, cur.node, cur.indices)
                     self._record(task)
-                s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
-                                          cur.shadow, None))
+                if s._can_restatus(task):
+                    self._ops[-1][4] = _UNDO_STATUS
+                    s._restatus(task, cur.evict_prior, None)
+                else:
+                    s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
+                                              cur.shadow, None))
                 name = s.task_names[task]
-                last = max((k for k, e in enumerate(s.evictions) if e.task == name), default=-1)
-                if last >= 0:  # the eviction this un-evicts (an earlier, committed one stays)
-                    self._ops[-1][2] = (last, s.evictions.pop(last))
+                evictions = s.evictions
+                for last in range(len(evictions) - 1, -1, -1):
+                    if evictions[last].task == name:  # the eviction this un-evicts (an earlier, committed one stays)
+                        self._ops[-1][2] = (last, evictions.pop(last))
+                        break
                 return
         shadow = cur.shadow
         if evicted_here:
@@ -84,8 +94,12 @@ class Statement:
                     moved.append((e, e.moved_to))
                     e.moved_to = s.nodes.names[node]
                     break
-        s._apply(task, _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node),
-                                  shadow, cur.evict_prior))
+        new = _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node), shadow, cur.evict_prior)
+        if evicted_here and s._can_move(task):
+            self._ops[-1][4] = _UNDO_MOVE
+            s._apply_move(task, new)
+        else:
+            s._apply(task, new)
 
     def _reseat_pipelined(self, task: int, node: int, indices: list[int]) -> None:
         """Before ``task`` (whole GPUs) is un-evicted onto ``indices``: a task pipelined meanwhile onto one of
@@ -124,11 +138,11 @@ class Statement:
         if status not in _EVICTABLE:
             raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {status} task")
         if s._can_restatus(task):
-            op = [task, cur, None, [], True]   # see _record; undone by Session._restatus
+            op = [task, cur, None, [], _UNDO_STATUS]   # see _record
             self._ops.append(op)
             s._restatus(task, "releasing", status)
         else:
-            op = [task, cur, None, [], False]
+            op = [task, cur, None, [], _UNDO_APPLY]
             self._ops.append(op)
             s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
                                       status))
@@ -159,9 +173,11 @@ class Statement:
         s = self.session
         apply, evictions, pop = s._apply, s.evictions, self._ops.pop
         for _ in range(len(self._ops) - checkpoint):
-            task, before, eviction_change, moved, status_only = pop()
-            if status_only:   # only the status changed (evict's Session._restatus): change it back
+            task, before, eviction_change, moved, how = pop()
+            if how == _UNDO_STATUS:   # only the status changed (Session._restatus): change it back
                 s._restatus(task, before.status, before.evict_prior)
+            elif how == _UNDO_MOVE:   # a move Session._apply_move made: back to the releasing placement
+                s._apply_move(task, before, undo=True)
             else:
                 apply(task, before)
             if eviction_change is APPENDED:
@@ -199,8 +215,8 @@ class Statement:
     def _record(self, task: int, before: Optional[_TaskState] = None) -> None:
         """``before``: the task's current state when the caller already read it."""
         # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
-        # changes to undo, whether only the status changed (undone by Session._restatus)]
-        self._ops.append([task, self.session._state(task) if before is None else before, None, [], False])
+        # changes to undo, how to undo it (_UNDO_*)]
+        self._ops.append([task, self.session._state(task) if before is None else before, None, [], _UNDO_APPLY])
 
 
 def _copy_on_node(cur: _TaskState, node: int) -> Optional[list]:
