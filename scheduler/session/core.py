@@ -1296,6 +1296,10 @@ class Session:
     def shape_key(self, i: int) -> Optional[tuple]:
         """The request shape of task ``i`` that :meth:`node_values` caches under: two tasks of one shape fit and
         score every node alike in every state. None when the request is scored in full each time."""
+        if self._dra_nodes is None and not self.predicates.tracking:
+            key = self._shape_keys.get(i)   # stored only after the checks below, which cannot change here
+            if key is not None:
+                return key
         k = self.kind_list[i]
         strategy = self.cpu_strategy if k == KIND_NONE else self.gpu_strategy
         if (k == KIND_MEMORY or not hasattr(strategy, "local_score") or self.predicates.is_dynamic(i)
@@ -1336,7 +1340,7 @@ class Session:
 
     def _place_whole(self, stmt, i: int, n: int, idle_ok: bool, pipeline_only: bool) -> bool:
         pipelined = pipeline_only or not idle_ok
-        indices = self.nodes.free_whole_slots(n, int(self.node_gpu[i]), pipelined) if self.kind_list[i] == KIND_WHOLE else []
+        indices = self.nodes.free_whole_slots(n, int(self._node_gpu_l[i]), pipelined) if self.kind_list[i] == KIND_WHOLE else []
         if not pipelined:
             stmt.allocate(i, n, indices=indices)
         else:

@@ -486,15 +486,24 @@ class NodeState:
         slots first. Returns fewer than ``k`` only when the slots do not say (anonymous occupancy)."""
         # plain Python over the node's few devices (numpy's per-call cost dominates at this size)
         exists, whole, used = self.slot_exists_rows[n], self.slot_whole_rows[n], self.sh_used[n].tolist()
-        slots = [s for s in range(len(exists)) if exists[s]]
-        idle = [s for s in slots if whole[s] == SLOT_FREE and used[s] == 0]
         if not pipelined:
-            return idle[:k]
+            return [s for s in range(len(exists)) if exists[s] and whole[s] == SLOT_FREE and used[s] == 0][:k]
         # A releasing device that a pipelined shared GPU already took is not free to pipeline onto
         # (sh_used - sh_alloc is the pipelined memory on the device).
         alloc, marked = self.sh_alloc[n].tolist(), self.sh_marked[n].tolist()
-        releasing = [s for s in slots if whole[s] == SLOT_RELEASING and used[s] == 0]
-        releasing_shared = [s for s in slots if marked[s] and not used[s] - alloc[s] > 1e-9]
+        releasing, releasing_shared, idle = [], [], []
+        for s in range(len(exists)):
+            if not exists[s]:
+                continue
+            u = used[s]
+            if u == 0:
+                w = whole[s]
+                if w == SLOT_RELEASING:
+                    releasing.append(s)
+                elif w == SLOT_FREE:
+                    idle.append(s)
+            if marked[s] and not u - alloc[s] > 1e-9:
+                releasing_shared.append(s)
         return (releasing + releasing_shared + idle)[:k]
 
     def new_group_slot(self, n: int, releasing: bool) -> int:
