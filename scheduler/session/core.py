@@ -1510,7 +1510,7 @@ class Session:
         return {name: self.queues.stats(q) for q, name in enumerate(self.queues.names)}
 
 
-_NODE_BY_NODE = 32
+_NODE_BY_NODE = 20
 """:meth:`Session.node_values` re-scores up to this many changed nodes one by one (``_eval_node``, about 0.4 µs a
 node) rather than through the vectorised ``_eval`` (about 15 µs however few nodes); both give the same values."""
 
