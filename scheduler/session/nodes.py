@@ -127,28 +127,28 @@ class NodeState:
     def idle(self) -> np.ndarray:
         """Idle resources, (nodes, 4). Bulk edits in place must be followed by :meth:`refresh`."""
         if self._stale_idle:
-            _write_rows(self._idle, self.idle_rows, self._stale_idle)
+            write_rows(self._idle, self.idle_rows, self._stale_idle)
         return self._idle
 
     @property
     def rel(self) -> np.ndarray:
         """Releasing resources, (nodes, 4) (negative where pipelined tasks take more than is releasing)."""
         if self._stale_rel:
-            _write_rows(self._rel, self.rel_rows, self._stale_rel)
+            write_rows(self._rel, self.rel_rows, self._stale_rel)
         return self._rel
 
     @property
     def used(self) -> np.ndarray:
         """Used resources, (nodes, 4)."""
         if self._stale_used:
-            _write_rows(self._used, self.used_rows, self._stale_used)
+            write_rows(self._used, self.used_rows, self._stale_used)
         return self._used
 
     @property
     def free(self) -> np.ndarray:
         """Idle + releasing (KAI ``NonAllocatedResource``), (nodes, 4). Do not modify."""
         if self._stale_free:
-            _write_rows(self._free, self.free_rows, self._stale_free)
+            write_rows(self._free, self.free_rows, self._stale_free)
         return self._free
 
     @property
@@ -532,7 +532,7 @@ class NodeState:
         return mask
 
 
-def _write_rows(arr: np.ndarray, rows: list, stale: set) -> None:
+def write_rows(arr: np.ndarray, rows: list, stale: set) -> None:
     """Write the plain-Python ``rows[n]`` of every node in ``stale`` into ``arr[n]``; empties ``stale``."""
     if len(stale) > 8:   # one fancy-index assignment beats a per-row call on many rows
         idx = list(stale)
@@ -544,7 +544,7 @@ def _write_rows(arr: np.ndarray, rows: list, stale: set) -> None:
 
 
 def _write_columns(arrT: np.ndarray, rows: list, stale: set) -> None:
-    """:func:`_write_rows` into a column-major copy: ``arrT[:, n] = rows[n]``."""
+    """:func:`write_rows` into a column-major copy: ``arrT[:, n] = rows[n]``."""
     if len(stale) > 8:
         idx = list(stale)
         arrT[:, idx] = np.array([rows[n] for n in idx]).T

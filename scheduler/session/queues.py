@@ -13,6 +13,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..model import RESOURCES, UNLIMITED, Snapshot
+from .nodes import write_rows
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
 
@@ -68,23 +69,15 @@ class QueueState:
     @property
     def allocated(self) -> np.ndarray:
         """Allocated per queue and resource (KAI ``Allocated``), ``[queue, resource]``. Do not modify: :meth:`add`."""
-        stale = self._stale
-        if stale:
-            arr, rows = self._allocated, self.allocated_rows
-            for a in stale:
-                arr[a] = rows[a]
-            stale.clear()
+        if self._stale:
+            write_rows(self._allocated, self.allocated_rows, self._stale)
         return self._allocated
 
     @property
     def allocated_np(self) -> np.ndarray:
         """Allocated by non-preemptible jobs (KAI ``AllocatedNonPreemptible``). Do not modify: :meth:`add`."""
-        stale = self._stale_np
-        if stale:
-            arr, rows = self._allocated_np, self.allocated_np_rows
-            for a in stale:
-                arr[a] = rows[a]
-            stale.clear()
+        if self._stale_np:
+            write_rows(self._allocated_np, self.allocated_np_rows, self._stale_np)
         return self._allocated_np
 
     def _chain(self, i: int) -> list[int]:
