@@ -107,7 +107,7 @@ class Statement:
         task no device (node counts only), so this keeps kaidash's device forecast free of collisions."""
         s = self.session
         ns = s.nodes
-        taken = [d for d in indices if ns.slot_whole[node, d] == SLOT_PIPELINED]
+        taken = [d for d in indices if ns.slot_whole_rows[node][d] == SLOT_PIPELINED]
         if not taken:
             return
         for k in range(len(s.status)):
