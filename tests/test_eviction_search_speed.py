@@ -141,19 +141,22 @@ def _session_state(s) -> dict:
 
 @pytest.mark.parametrize("case", [6, 23, 44, "whatif-quota"])
 def test_simple_task_transitions_keep_the_session_state(case, tmp_path, monkeypatch):
-    """``Session._apply_simple`` (whole-GPU and CPU-only tasks without moves) leaves every node, queue and task
-    array bit for bit as the general transition does, after KAI's default actions with their evictions,
-    simulations and rollbacks."""
+    """``Session._apply_simple`` (whole-GPU and CPU-only tasks without moves) and ``Session._restatus`` (an eviction
+    where the task is, an un-eviction, and their undoing by a rollback) leave every node, queue and task array bit for
+    bit as the general transition does, after KAI's default actions with their evictions, simulations and
+    rollbacks."""
     snap = _watch_cluster(case, tmp_path)
     from scheduler.session import core
 
     calls = _spy(monkeypatch, core.Session, "_apply_simple", lambda _: True)
+    restatus = _spy(monkeypatch, core.Session, "_restatus", lambda _: True)
     fast = _session_state(_session_after_actions(snap))
-    assert len(calls) > 100 and fast["evictions"]
+    assert len(calls) > 100 and len(restatus) > 100 and fast["evictions"]
     monkeypatch.setattr(core.Session, "_simple_apply", False)
     calls.clear()
+    restatus.clear()
     assert _session_state(_session_after_actions(snap)) == fast
-    assert not calls
+    assert not calls and not restatus
 
 
 class _NeverHit(dict):
@@ -237,12 +240,15 @@ def test_moves_in_the_simple_transition_keep_the_session_state(case, tmp_path, m
         return real(self, i, new, keep_old, reuse_new)
 
     monkeypatch.setattr(core.Session, "_apply_simple", spy)
+    moves = _spy(monkeypatch, core.Session, "_apply_move", lambda _: True)   # a move and its undo, flagged in the op
     fast = _session_state(_session_after_actions(snap))
     assert (True, False) in kinds and (False, True) in kinds, "no move took the simple path: nothing compared"
+    assert moves
     monkeypatch.setattr(core.Session, "_move_apply", False)
     kinds.clear()
+    moves.clear()
     assert _session_state(_session_after_actions(snap)) == fast
-    assert (True, False) not in kinds and (False, True) not in kinds
+    assert (True, False) not in kinds and (False, True) not in kinds and not moves
 
 
 def test_scenarios_answered_from_another_preemptors_record_fail_when_simulated(monkeypatch):

@@ -192,6 +192,7 @@ def test_free_whole_slots_as_the_vectorised_choice():
         ns.sh_used[0] = rng.choice([0.0, 0.0, 1024.0, 2048.0], size=ns.g)
         ns.sh_alloc[0] = ns.sh_used[0] - rng.choice([0.0, 0.0, 1024.0], size=ns.g)
         ns.sh_marked[0] = rng.random(ns.g) < 0.3
+        ns.refresh()   # a bulk edit of the arrays: the plain-Python rows follow
         for k in (1, 2, 8):
             for pipelined in (False, True):
                 assert ns.free_whole_slots(0, k, pipelined) == _free_whole_slots_reference(ns, 0, k, pipelined)

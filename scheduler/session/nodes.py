@@ -22,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..errors import EngineError
 from ..model import Snapshot, mig_gpus
 
 GPU, CPU, MEM, PODS = 0, 1, 2, 3
@@ -54,10 +55,11 @@ class NodeState:
         external = np.array([[nd.external.gpus, nd.external.cpu_millis, nd.external.memory_bytes,
                               nd.external.pods] for nd in nodes], dtype=float).reshape(n, 4)
         # Other schedulers' pods are subtracted from what KAI can use (§b.1).
-        self.idle = self.allocatable - external
-        self.rel = np.zeros((n, 4))
-        self.used = external.copy()
+        self._idle = self.allocatable - external
+        self._rel = np.zeros((n, 4))
+        self._used = external.copy()
         self.slot_exists = np.arange(g)[None, :] < self.gpus[:, None]
+        self.slot_exists_rows: list[list[bool]] = self.slot_exists.tolist()
         self.sh_used = np.zeros((n, g))
         self.sh_alloc = np.zeros((n, g))
         self.sh_rel = np.zeros((n, g))
@@ -65,16 +67,22 @@ class NodeState:
         self.sh_marked = np.zeros((n, g), dtype=bool)   # group counted as one releasing whole GPU
         self.slot_group: list[dict[int, str]] = [dict() for _ in range(n)]
         self.group_slot: list[dict[str, int]] = [dict() for _ in range(n)]
-        self.slot_whole = np.zeros((n, g), dtype=np.int8)
-        self.slot_owner = np.full((n, g), -1, dtype=np.int64)
+        self._slot_whole = np.zeros((n, g), dtype=np.int8)
+        self._slot_owner = np.full((n, g), -1, dtype=np.int64)
         ext_slots = np.ceil(external[:, GPU]).astype(int)
         for i in np.nonzero(ext_slots)[0]:  # external GPUs take the highest indices
             k = min(ext_slots[i], int(self.gpus[i]))
             top = int(self.gpus[i])
-            self.slot_whole[i, top - k:top] = SLOT_EXTERNAL
-        self.free = self.idle + self.rel
-        self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
-        self.idleT = np.ascontiguousarray(self.idle.T)  # KAI NonAllocated (idle + releasing), kept in step
+            self._slot_whole[i, top - k:top] = SLOT_EXTERNAL
+        # per array, the nodes whose row (column) lags the plain-Python rows (see the properties below)
+        self._stale_idle: set[int] = set()
+        self._stale_rel: set[int] = set()
+        self._stale_used: set[int] = set()
+        self._stale_free: set[int] = set()
+        self._stale_freeT: set[int] = set()
+        self._stale_idleT: set[int] = set()
+        self._stale_slots: set[int] = set()
+        self.refresh()
         # MIG instances per profile (KAI: scalar resources nvidia.com/mig-<profile>); their GPU-equivalents are
         # part of the GPU column, so whole-GPU and shared requests use only the GPUs left beside them.
         self.mig_profiles: list[str] = sorted({p for nd in nodes for p in nd.mig})
@@ -107,11 +115,93 @@ class NodeState:
         """KAI ``NonAllocatedResource``: idle + releasing of one resource column, all nodes."""
         return self.free[:, column]
 
+    # The per-node resource vectors live twice: as numpy arrays (``idle``, ``rel``, ``used`` and the derived
+    # ``free`` = idle + releasing, ``freeT`` / ``idleT`` column-major copies for fast per-resource scans over all
+    # nodes) and as plain-Python rows (``idle_rows`` ...), which :meth:`add` / :meth:`remove` change: numpy's
+    # per-call cost on a row of 4 is several times the arithmetic. The arrays of a changed node are written
+    # from its rows when an array is next read (the properties below), so a node changed many times between two
+    # reads (a scenario's evictions, a rollback) is written once. Both hold the same float64 values: Python's
+    # float arithmetic is numpy's, operation for operation.
+
+    @property
+    def idle(self) -> np.ndarray:
+        """Idle resources, (nodes, 4). Bulk edits in place must be followed by :meth:`refresh`."""
+        if self._stale_idle:
+            write_rows(self._idle, self.idle_rows, self._stale_idle)
+        return self._idle
+
+    @property
+    def rel(self) -> np.ndarray:
+        """Releasing resources, (nodes, 4) (negative where pipelined tasks take more than is releasing)."""
+        if self._stale_rel:
+            write_rows(self._rel, self.rel_rows, self._stale_rel)
+        return self._rel
+
+    @property
+    def used(self) -> np.ndarray:
+        """Used resources, (nodes, 4)."""
+        if self._stale_used:
+            write_rows(self._used, self.used_rows, self._stale_used)
+        return self._used
+
+    @property
+    def free(self) -> np.ndarray:
+        """Idle + releasing (KAI ``NonAllocatedResource``), (nodes, 4). Do not modify."""
+        if self._stale_free:
+            write_rows(self._free, self.free_rows, self._stale_free)
+        return self._free
+
+    @property
+    def freeT(self) -> np.ndarray:
+        """``free`` column-major, (4, nodes). Do not modify."""
+        if self._stale_freeT:
+            _write_columns(self._freeT, self.free_rows, self._stale_freeT)
+        return self._freeT
+
+    @property
+    def idleT(self) -> np.ndarray:
+        """``idle`` column-major, (4, nodes). Do not modify."""
+        if self._stale_idleT:
+            _write_columns(self._idleT, self.idle_rows, self._stale_idleT)
+        return self._idleT
+
+    @property
+    def slot_whole(self) -> np.ndarray:
+        """Whole-GPU occupancy per device (``SLOT_*``), (nodes, devices). Bulk edits: then :meth:`refresh`."""
+        if self._stale_slots:
+            self._write_slots()
+        return self._slot_whole
+
+    @property
+    def slot_owner(self) -> np.ndarray:
+        """Task holding each device whole (-1 none, ``ANONYMOUS``), (nodes, devices). Bulk edits: :meth:`refresh`."""
+        if self._stale_slots:
+            self._write_slots()
+        return self._slot_owner
+
+    def _write_slots(self) -> None:
+        whole, owner, wrows, orows = self._slot_whole, self._slot_owner, self.slot_whole_rows, self.slot_owner_rows
+        for n in self._stale_slots:
+            whole[n] = wrows[n]
+            owner[n] = orows[n]
+        self._stale_slots.clear()
+
     def refresh(self) -> None:
-        """Recompute derived arrays after bulk edits of ``idle``/``rel``."""
-        self.free = self.idle + self.rel
-        self.freeT = np.ascontiguousarray(self.free.T)  # column-major copies: fast per-resource scans
-        self.idleT = np.ascontiguousarray(self.idle.T)
+        """Recompute derived arrays and the plain-Python rows after bulk edits of the ``idle`` / ``rel`` / ``used``
+        arrays."""
+        if (self._stale_idle or self._stale_rel or self._stale_used or self._stale_free or self._stale_freeT
+                or self._stale_idleT or self._stale_slots):
+            raise EngineError("NodeState.refresh: the arrays lag node changes not yet written; "
+                              "read them (idle, rel, used) before a bulk edit")
+        self._free = self._idle + self._rel
+        self._freeT = np.ascontiguousarray(self._free.T)  # column-major copies: fast per-resource scans
+        self._idleT = np.ascontiguousarray(self._idle.T)  # KAI NonAllocated (idle + releasing), kept in step
+        self.idle_rows: list[list[float]] = self._idle.tolist()
+        self.rel_rows: list[list[float]] = self._rel.tolist()
+        self.used_rows: list[list[float]] = self._used.tolist()
+        self.free_rows: list[list[float]] = self._free.tolist()
+        self.slot_whole_rows: list[list[int]] = self._slot_whole.tolist()
+        self.slot_owner_rows: list[list[int]] = self._slot_owner.tolist()
 
     def refresh_mig(self) -> None:
         """Recompute the MIG GPU-equivalents after bulk edits of ``mig_idle`` / ``mig_rel``."""
@@ -134,7 +224,7 @@ class NodeState:
 
     def used_gpu_count(self, n: int) -> int:
         """KAI ``getNumberOfUsedGPUs``: whole GPUs used + shared groups in use."""
-        return int(self.used[n, GPU]) + int(np.count_nonzero(self.sh_used[n] > 0))
+        return int(self.used_rows[n][GPU]) + int(np.count_nonzero(self.sh_used[n] > 0))
 
     def task_mem_on_nodes(self, portion: float, gpu_memory_mib: Optional[float]) -> np.ndarray:
         """MiB a shared-GPU request takes on one device of every node (KAI ``GetResourceGpuMemory``)."""
@@ -189,29 +279,23 @@ class NodeState:
         node again at once and calls :meth:`derive` (or a last ``add`` / ``remove`` with it) after."""
         self.version += 1
         self.change_log.append(n)
-        self.used[n] += vec
+        v0, v1, v2, v3 = vec
+        u = self.used_rows[n]
+        self.used_rows[n] = [u[0] + v0, u[1] + v1, u[2] + v2, u[3] + v3]
         if status == "releasing":
-            self.rel[n] += vec
-            self.idle[n] -= vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
         elif status == "pipelined":
-            self.rel[n] -= vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
         else:
-            self.idle[n] -= vec
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+        self._stale_used.add(n)
         if whole_slots:
-            sw, so = self.slot_whole, self.slot_owner   # .item(): plain ints, not numpy scalars, to compare
-            for s in whole_slots:
-                cur = sw.item(n, s)
-                if status == "releasing" and cur == SLOT_RELEASING and so.item(n, s) not in (-1, owner):
-                    continue  # a task pipelined onto another pod's releasing device, evicted: that pod stays owner
-                if status == "releasing":
-                    sw[n, s] = SLOT_RELEASING
-                elif status == "pipelined":
-                    sw[n, s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
-                else:
-                    sw[n, s] = SLOT_ACTIVE
-                if status == "pipelined" and cur == SLOT_RELEASING:
-                    continue  # the releasing owner stays recorded; the slot is shared in time
-                so[n, s] = owner
+            self._take_slots(n, whole_slots, status, owner)
         for slot, mem in shared or ():
             self._add_shared(n, slot, mem, status)
         if derive:
@@ -222,50 +306,124 @@ class NodeState:
         """Inverse of :meth:`add` for a task currently accounted with ``status`` (``derive``: as there)."""
         self.version += 1
         self.change_log.append(n)
-        self.used[n] -= vec
+        v0, v1, v2, v3 = vec
+        u = self.used_rows[n]
+        self.used_rows[n] = [u[0] - v0, u[1] - v1, u[2] - v2, u[3] - v3]
         if status == "releasing":
-            self.rel[n] -= vec
-            self.idle[n] += vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
         elif status == "pipelined":
-            self.rel[n] += vec
+            r = self.rel_rows[n]
+            self.rel_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
         else:
-            self.idle[n] += vec
+            r = self.idle_rows[n]
+            self.idle_rows[n] = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+        self._stale_used.add(n)
         if whole_slots:
-            sw, so = self.slot_whole, self.slot_owner
-            for s in whole_slots:
-                cur = sw.item(n, s)
-                if status == "pipelined" and cur == SLOT_PIPELINED:
-                    sw[n, s] = SLOT_RELEASING
-                    continue
-                own = so.item(n, s)
-                if status == "releasing" and cur == SLOT_RELEASING and own not in (-1, owner, ANONYMOUS):
-                    continue  # the inverse of the case in add: the other releasing pod keeps the device
-                if own in (owner, ANONYMOUS) or status != "pipelined":
-                    sw[n, s] = SLOT_FREE
-                    so[n, s] = -1
+            self._give_slots(n, whole_slots, status, owner)
         for slot, mem in shared or ():
             self._remove_shared(n, slot, mem, status)
         if derive:
             self.derive(n)
 
+    def restatus(self, n: int, vec, old: str, new: str, old_slots: Optional[list[int]] = None,
+                 new_slots: Optional[list[int]] = None, owner: int = -1) -> None:
+        """:meth:`remove` of a task accounted with status ``old`` (devices ``old_slots``) on node ``n``, then
+        :meth:`add` with ``new`` (devices ``new_slots``) on the same node, no shared GPU (an eviction where the task
+        is, and its undoing): the same arithmetic, element for element, in one call."""
+        self.version += 2
+        self.change_log += (n, n)
+        v0, v1, v2, v3 = vec
+        u = self.used_rows[n]
+        self.used_rows[n] = [u[0] - v0 + v0, u[1] - v1 + v1, u[2] - v2 + v2, u[3] - v3 + v3]
+        i, r = self.idle_rows[n], self.rel_rows[n]
+        if old == "releasing":
+            r = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+            i = [i[0] + v0, i[1] + v1, i[2] + v2, i[3] + v3]
+        elif old == "pipelined":
+            r = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+        else:
+            i = [i[0] + v0, i[1] + v1, i[2] + v2, i[3] + v3]
+        if new == "releasing":
+            r = [r[0] + v0, r[1] + v1, r[2] + v2, r[3] + v3]
+            i = [i[0] - v0, i[1] - v1, i[2] - v2, i[3] - v3]
+        elif new == "pipelined":
+            r = [r[0] - v0, r[1] - v1, r[2] - v2, r[3] - v3]
+        else:
+            i = [i[0] - v0, i[1] - v1, i[2] - v2, i[3] - v3]
+        self.idle_rows[n], self.rel_rows[n] = i, r
+        self.free_rows[n] = [i[0] + r[0], i[1] + r[1], i[2] + r[2], i[3] + r[3]]
+        self._stale_used.add(n)
+        self._changed(n)
+        if old_slots:
+            self._give_slots(n, old_slots, old, owner)
+        if new_slots:
+            self._take_slots(n, new_slots, new, owner)
+
+    def _take_slots(self, n: int, whole_slots: list[int], status: str, owner: int) -> None:
+        """Devices of a whole-GPU task added with ``status`` (:meth:`add`)."""
+        sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
+        for s in whole_slots:
+            cur = sw[s]
+            if status == "releasing" and cur == SLOT_RELEASING and so[s] not in (-1, owner):
+                continue  # a task pipelined onto another pod's releasing device, evicted: that pod stays owner
+            if status == "releasing":
+                sw[s] = SLOT_RELEASING
+            elif status == "pipelined":
+                sw[s] = SLOT_PIPELINED if cur in (SLOT_RELEASING, SLOT_PIPELINED) else SLOT_ACTIVE
+            else:
+                sw[s] = SLOT_ACTIVE
+            if status == "pipelined" and cur == SLOT_RELEASING:
+                continue  # the releasing owner stays recorded; the slot is shared in time
+            so[s] = owner
+        self._stale_slots.add(n)
+
+    def _give_slots(self, n: int, whole_slots: list[int], status: str, owner: int) -> None:
+        """Devices of a whole-GPU task accounted with ``status``, removed (:meth:`remove`)."""
+        sw, so = self.slot_whole_rows[n], self.slot_owner_rows[n]
+        for s in whole_slots:
+            cur = sw[s]
+            if status == "pipelined" and cur == SLOT_PIPELINED:
+                sw[s] = SLOT_RELEASING
+                continue
+            own = so[s]
+            if status == "releasing" and cur == SLOT_RELEASING and own not in (-1, owner, ANONYMOUS):
+                continue  # the inverse of the case in add: the other releasing pod keeps the device
+            if own in (owner, ANONYMOUS) or status != "pipelined":
+                sw[s] = SLOT_FREE
+                so[s] = -1
+        self._stale_slots.add(n)
+
     def keep_slots(self, n: int) -> tuple:
         """Node ``n``'s whole-GPU device rows, for :meth:`restore_slots`. :meth:`remove` and :meth:`add` of a task
         are not each other's inverse on them: removing a task the snapshot gave no device frees its anonymous
         slots, and adding it back claims only slots still marked anonymous (``Session._whole_slots``)."""
-        return n, self.slot_whole[n].copy(), self.slot_owner[n].copy()
+        return n, list(self.slot_whole_rows[n]), list(self.slot_owner_rows[n])
 
     def restore_slots(self, kept: tuple) -> None:
         """Put back what :meth:`keep_slots` returned (a statement's rollback, after the inverse transition). Not a
         change of its own (``version``, ``change_log``): the inverse transition has just recorded the node."""
         n, whole, owner = kept
-        self.slot_whole[n] = whole
-        self.slot_owner[n] = owner
+        self.slot_whole_rows[n] = whole
+        self.slot_owner_rows[n] = owner
+        self._stale_slots.add(n)
 
     def derive(self, n: int) -> None:
-        """Recompute node ``n``'s ``free`` row and its columns of ``freeT`` / ``idleT`` from ``idle`` and ``rel``."""
-        free = np.add(self.idle[n], self.rel[n], out=self.free[n])
-        self.freeT[:, n] = free
-        self.idleT[:, n] = self.idle[n]
+        """Recompute node ``n``'s ``free`` row from its ``idle`` and ``rel`` rows; its arrays are written when next
+        read."""
+        i, r = self.idle_rows[n], self.rel_rows[n]
+        self.free_rows[n] = [i[0] + r[0], i[1] + r[1], i[2] + r[2], i[3] + r[3]]
+        self._changed(n)
+
+    def _changed(self, n: int) -> None:
+        """Node ``n``'s idle / releasing / free rows changed: its arrays are written when next read."""
+        self._stale_idle.add(n)
+        self._stale_rel.add(n)
+        self._stale_free.add(n)
+        self._stale_freeT.add(n)
+        self._stale_idleT.add(n)
 
     def _add_shared(self, n: int, s: int, mem: float, status: str) -> None:
         self.sh_used[n, s] += mem
@@ -276,21 +434,21 @@ class NodeState:
             self.sh_present[n, s] = True
             if used == self.sh_rel[n, s]:  # every task on this GPU is releasing
                 if not self.sh_marked[n, s]:
-                    self.rel[n, GPU] += 1
+                    self.rel_rows[n][GPU] += 1
                     self.sh_marked[n, s] = True
-                if self.gpus[n] < self.idle[n, GPU] + self.used_gpu_count(n):
-                    self.idle[n, GPU] -= 1
+                if self.gpus[n] < self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                    self.idle_rows[n][GPU] -= 1
         elif status == "pipelined":
             self.sh_rel[n, s] -= mem
             if used - mem == self.sh_rel[n, s] + mem:  # pipelined onto a releasing GPU
-                self.rel[n, GPU] -= 1
+                self.rel_rows[n][GPU] -= 1
         else:
             self.sh_alloc[n, s] += mem
             self.sh_present[n, s] = True
-            if used <= mem and self.gpus[n] < self.idle[n, GPU] + self.used_gpu_count(n):
-                self.idle[n, GPU] -= 1  # the first fraction on this GPU takes a whole GPU from idle
+            if used <= mem and self.gpus[n] < self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                self.idle_rows[n][GPU] -= 1  # the first fraction on this GPU takes a whole GPU from idle
             if self.sh_marked[n, s]:
-                self.rel[n, GPU] -= 1
+                self.rel_rows[n][GPU] -= 1
                 self.sh_marked[n, s] = False
 
     def _remove_shared(self, n: int, s: int, mem: float, status: str) -> None:
@@ -300,10 +458,10 @@ class NodeState:
             self.sh_rel[n, s] -= mem
             self.sh_alloc[n, s] -= mem
             if used <= 0:
-                if self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
-                    self.idle[n, GPU] += 1
+                if self.gpus[n] >= self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                    self.idle_rows[n][GPU] += 1
                 if self.sh_marked[n, s]:
-                    self.rel[n, GPU] -= 1
+                    self.rel_rows[n][GPU] -= 1
                     self.sh_marked[n, s] = False
         elif status == "pipelined":
             self.sh_rel[n, s] += mem
@@ -313,15 +471,15 @@ class NodeState:
                 # releasing whole GPU back when that group empties (isPipelinedToReleasingGpu: used and
                 # releasing memory both 0), as adding its first task took it
                 if used - self.sh_alloc[n, s] <= 0:
-                    self.rel[n, GPU] += 1
+                    self.rel_rows[n][GPU] += 1
             elif (used + mem == rel - mem) or (used == 0 and rel == 0):
-                self.rel[n, GPU] += 1
+                self.rel_rows[n][GPU] += 1
         else:
             self.sh_alloc[n, s] -= mem
-            if used <= 0 and self.gpus[n] >= self.idle[n, GPU] + self.used_gpu_count(n):
-                self.idle[n, GPU] += 1
+            if used <= 0 and self.gpus[n] >= self.idle_rows[n][GPU] + self.used_gpu_count(n):
+                self.idle_rows[n][GPU] += 1
             if used > 0 and self.sh_rel[n, s] == used and not self.sh_marked[n, s]:
-                self.rel[n, GPU] += 1
+                self.rel_rows[n][GPU] += 1
                 self.sh_marked[n, s] = True
         if used <= 0 and self.sh_alloc[n, s] <= 0:
             self.sh_present[n, s] = False
@@ -341,16 +499,25 @@ class NodeState:
         """Device indices for a whole-GPU task: lowest idle slots; a pipelined task takes releasing
         slots first. Returns fewer than ``k`` only when the slots do not say (anonymous occupancy)."""
         # plain Python over the node's few devices (numpy's per-call cost dominates at this size)
-        exists, whole, used = self.slot_exists[n].tolist(), self.slot_whole[n].tolist(), self.sh_used[n].tolist()
-        slots = [s for s in range(len(exists)) if exists[s]]
-        idle = [s for s in slots if whole[s] == SLOT_FREE and used[s] == 0]
+        exists, whole, used = self.slot_exists_rows[n], self.slot_whole_rows[n], self.sh_used[n].tolist()
         if not pipelined:
-            return idle[:k]
+            return [s for s in range(len(exists)) if exists[s] and whole[s] == SLOT_FREE and used[s] == 0][:k]
         # A releasing device that a pipelined shared GPU already took is not free to pipeline onto
         # (sh_used - sh_alloc is the pipelined memory on the device).
         alloc, marked = self.sh_alloc[n].tolist(), self.sh_marked[n].tolist()
-        releasing = [s for s in slots if whole[s] == SLOT_RELEASING and used[s] == 0]
-        releasing_shared = [s for s in slots if marked[s] and not used[s] - alloc[s] > 1e-9]
+        releasing, releasing_shared, idle = [], [], []
+        for s in range(len(exists)):
+            if not exists[s]:
+                continue
+            u = used[s]
+            if u == 0:
+                w = whole[s]
+                if w == SLOT_RELEASING:
+                    releasing.append(s)
+                elif w == SLOT_FREE:
+                    idle.append(s)
+            if marked[s] and not u - alloc[s] > 1e-9:
+                releasing_shared.append(s)
         return (releasing + releasing_shared + idle)[:k]
 
     def new_group_slot(self, n: int, releasing: bool) -> int:
@@ -377,3 +544,25 @@ class NodeState:
         for s in self.slot_group[n]:
             mask[s] = True
         return mask
+
+
+def write_rows(arr: np.ndarray, rows: list, stale: set) -> None:
+    """Write the plain-Python ``rows[n]`` of every node in ``stale`` into ``arr[n]``; empties ``stale``."""
+    if len(stale) > 8:   # one fancy-index assignment beats a per-row call on many rows
+        idx = list(stale)
+        arr[idx] = [rows[n] for n in idx]
+    else:
+        for n in stale:
+            arr[n] = rows[n]
+    stale.clear()
+
+
+def _write_columns(arrT: np.ndarray, rows: list, stale: set) -> None:
+    """:func:`write_rows` into a column-major copy: ``arrT[:, n] = rows[n]``."""
+    if len(stale) > 8:
+        idx = list(stale)
+        arrT[:, idx] = np.array([rows[n] for n in idx]).T
+    else:
+        for n in stale:
+            arrT[:, n] = rows[n]
+    stale.clear()

@@ -13,6 +13,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ..model import RESOURCES, UNLIMITED, Snapshot
+from .nodes import write_rows
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
 
@@ -50,14 +51,34 @@ class QueueState:
         self.deserved = field("deserved")
         self.limit = field("limit")
         self.fair_share = field("fair_share")
-        self.allocated = field("allocated")
-        self.allocated_np = field("allocated_non_preemptible")
+        self._allocated = field("allocated")
+        self._allocated_np = field("allocated_non_preemptible")
+        # Allocated rows in plain Python, changed by add(); the arrays are written from them when next read (numpy's
+        # per-call cost on a row of 3 is several times the arithmetic, which is the same float64 arithmetic).
+        self.allocated_rows: list[list[float]] = self._allocated.tolist()
+        self.allocated_np_rows: list[list[float]] = self._allocated_np.tolist()
+        self._stale: set[int] = set()      # queues whose row of the array lags allocated_rows
+        self._stale_np: set[int] = set()   # ... of allocated_np
         self.requested = field("requested")
         # KAI GetAllocatableShare: limit if deserved is -1, else max(deserved, fair share) capped by limit.
         alloc = np.maximum(self.deserved, self.fair_share)
         alloc = np.where(self.limit != UNLIMITED, np.minimum(self.limit, alloc), alloc)
         self.allocatable = np.where(self.deserved == UNLIMITED, self.limit, alloc)
         self.version = [0] * nq  # bumped when a queue's Allocated changes (cached ordering keys)
+
+    @property
+    def allocated(self) -> np.ndarray:
+        """Allocated per queue and resource (KAI ``Allocated``), ``[queue, resource]``. Do not modify: :meth:`add`."""
+        if self._stale:
+            write_rows(self._allocated, self.allocated_rows, self._stale)
+        return self._allocated
+
+    @property
+    def allocated_np(self) -> np.ndarray:
+        """Allocated by non-preemptible jobs (KAI ``AllocatedNonPreemptible``). Do not modify: :meth:`add`."""
+        if self._stale_np:
+            write_rows(self._allocated_np, self.allocated_np_rows, self._stale_np)
+        return self._allocated_np
 
     def _chain(self, i: int) -> list[int]:
         out, seen = [], set()
@@ -67,48 +88,59 @@ class QueueState:
             i = int(self.parent[i])
         return out
 
-    def add(self, q: int, amount: np.ndarray, non_preemptible: bool, sign: float = 1.0) -> None:
-        """Add (``sign=-1``: subtract) ``amount`` to the queue and every ancestor."""
+    def add(self, q: int, amount, non_preemptible: bool, sign: float = 1.0) -> None:
+        """Add (``sign=-1``: subtract) ``amount`` (GPU, CPU, memory) to the queue and every ancestor."""
         version = self.version
-        allocated, allocated_np = self.allocated, self.allocated_np
-        if sign == 1.0 or sign == -1.0:   # in place, no temporary: x - a is x + (-1 × a), bit for bit
-            op = np.add if sign > 0 else np.subtract
+        rows, np_rows, stale = self.allocated_rows, self.allocated_np_rows, self._stale
+        a0, a1, a2 = amount.tolist() if isinstance(amount, np.ndarray) else amount
+        if sign == -1.0:   # x - a, as numpy's in-place subtract
             for a in self.chains[q]:
-                op(allocated[a], amount, out=allocated[a])
+                r = rows[a]
+                rows[a] = [r[0] - a0, r[1] - a1, r[2] - a2]
                 version[a] += 1
+                stale.add(a)
                 if non_preemptible:
-                    op(allocated_np[a], amount, out=allocated_np[a])
+                    r = np_rows[a]
+                    np_rows[a] = [r[0] - a0, r[1] - a1, r[2] - a2]
+                    self._stale_np.add(a)
             return
-        delta = sign * amount
+        if sign != 1.0:
+            a0, a1, a2 = sign * a0, sign * a1, sign * a2
         for a in self.chains[q]:
-            allocated[a] += delta
+            r = rows[a]
+            rows[a] = [r[0] + a0, r[1] + a1, r[2] + a2]
             version[a] += 1
+            stale.add(a)
             if non_preemptible:
-                allocated_np[a] += delta
+                r = np_rows[a]
+                np_rows[a] = [r[0] + a0, r[1] + a1, r[2] + a2]
+                self._stale_np.add(a)
 
     # ------------------------------------------------------------------ capacity checks (§c.2)
 
     def over_limit(self, q: int, requested: np.ndarray) -> Optional[tuple[int, int]]:
         """First ``(queue, resource)`` up the chain where ``limit < allocated + requested`` (KAI
         ``resultsOverLimit``; resources checked in KAI's order CPU, memory, GPU; only requested ones)."""
+        rows, limit = self.allocated_rows, self.limit
         for a in self.chains[q]:
             for r in (R_CPU, R_MEM, R_GPU):
-                lim = self.limit[a, r]
+                lim = limit[a, r]
                 if lim == UNLIMITED or requested[r] == 0:
                     continue
-                if lim < self.allocated[a, r] + requested[r]:
+                if lim < rows[a][r] + requested[r]:
                     return a, r
         return None
 
     def non_preemptible_over_quota(self, q: int, requested: np.ndarray) -> Optional[tuple[int, int]]:
         """First ``(queue, resource)`` where ``deserved < allocated_non_preemptible + requested`` (KAI
         ``resultsWithNonPreemptibleOverQuota``; deserved -1 is skipped)."""
+        rows, deserved = self.allocated_np_rows, self.deserved
         for a in self.chains[q]:
             for r in (R_CPU, R_MEM, R_GPU):
-                d = self.deserved[a, r]
+                d = deserved[a, r]
                 if d == UNLIMITED or requested[r] == 0:
                     continue
-                if d < self.allocated_np[a, r] + requested[r]:
+                if d < rows[a][r] + requested[r]:
                     return a, r
         return None
 

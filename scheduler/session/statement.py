@@ -24,6 +24,12 @@ from .core import KIND_WHOLE, Session, _TaskState
 from .nodes import SLOT_PIPELINED
 
 
+_EVICTABLE = frozenset({"running", "binding", "pipelined"})
+
+_UNDO_APPLY, _UNDO_STATUS, _UNDO_MOVE = 0, 1, 2
+"""How rollback undoes an operation: ``Session._apply`` of the state before (any operation); ``Session._restatus``
+(an operation that changed only the task's status where it is); ``Session._apply_move`` (a move it made)."""
+
 APPENDED = object()
 """An operation that appended one eviction to ``session.evictions`` (rollback pops it)."""
 
@@ -64,12 +70,18 @@ class Statement:
                 if cur.indices and s.kind_list[task] == KIND_WHOLE:
                     self._reseat_pipelined(task, cur.node, cur.indices)
                     self._record(task)
-                s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
-                                          cur.shadow, None))
+                if s._can_restatus(task):
+                    self._ops[-1][4] = _UNDO_STATUS
+                    s._restatus(task, cur.evict_prior, None)
+                else:
+                    s._apply(task, _TaskState(cur.evict_prior, cur.node, cur.groups, cur.indices, cur.accepted,
+                                              cur.shadow, None))
                 name = s.task_names[task]
-                last = max((k for k, e in enumerate(s.evictions) if e.task == name), default=-1)
-                if last >= 0:  # the eviction this un-evicts (an earlier, committed one stays)
-                    self._ops[-1][2] = (last, s.evictions.pop(last))
+                evictions = s.evictions
+                for last in range(len(evictions) - 1, -1, -1):
+                    if evictions[last].task == name:  # the eviction this un-evicts (an earlier, committed one stays)
+                        self._ops[-1][2] = (last, evictions.pop(last))
+                        break
                 return
         shadow = cur.shadow
         if evicted_here:
@@ -82,8 +94,12 @@ class Statement:
                     moved.append((e, e.moved_to))
                     e.moved_to = s.nodes.names[node]
                     break
-        s._apply(task, _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node),
-                                  shadow, cur.evict_prior))
+        new = _TaskState("pipelined", node, groups, indices, s.accepted_gpus_on(task, node), shadow, cur.evict_prior)
+        if evicted_here and s._can_move(task):
+            self._ops[-1][4] = _UNDO_MOVE
+            s._apply_move(task, new)
+        else:
+            s._apply(task, new)
 
     def _reseat_pipelined(self, task: int, node: int, indices: list[int]) -> None:
         """Before ``task`` (whole GPUs) is un-evicted onto ``indices``: a task pipelined meanwhile onto one of
@@ -91,7 +107,7 @@ class Statement:
         task no device (node counts only), so this keeps kaidash's device forecast free of collisions."""
         s = self.session
         ns = s.nodes
-        taken = [d for d in indices if ns.slot_whole[node, d] == SLOT_PIPELINED]
+        taken = [d for d in indices if ns.slot_whole_rows[node][d] == SLOT_PIPELINED]
         if not taken:
             return
         for k in range(len(s.status)):
@@ -118,15 +134,21 @@ class Statement:
         pipelined to; releasing copies an earlier move left stay where they are."""
         s = self.session
         cur = s._state(task)
-        if cur.status not in ("running", "binding", "pipelined"):
-            raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {cur.status} task")
-        self._record(task, cur)
-        s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
-                                  cur.status))
-        job = s.jobs[s.task_job[task]]
-        s.evictions.append(Eviction(task=s.task_names[task], job=job.key, action=action, preemptor=preemptor,
-                                    message=message))
-        self._ops[-1][2] = APPENDED
+        status = cur.status
+        if status not in _EVICTABLE:
+            raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {status} task")
+        if s._can_restatus(task):
+            op = [task, cur, None, [], _UNDO_STATUS, _keep_slots(s, task, cur, -1)]   # see _record
+            self._ops.append(op)
+            s._restatus(task, "releasing", status)
+        else:
+            op = [task, cur, None, [], _UNDO_APPLY, _keep_slots(s, task, cur, -1)]
+            self._ops.append(op)
+            s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
+                                      status))
+        s.evictions.append(Eviction(task=s.task_names[task], job=s.jobs[s.task_job[task]].key, action=action,
+                                    preemptor=preemptor, message=message))
+        op[2] = APPENDED
         s.free_epoch += 1
 
     def convert_all_allocated_to_pipelined(self, job: int) -> None:
@@ -149,19 +171,26 @@ class Statement:
     def rollback(self, checkpoint: int) -> None:
         """Undo every operation recorded after ``checkpoint`` (latest first)."""
         s = self.session
-        while len(self._ops) > checkpoint:
-            task, before, eviction_change, moved, slots = self._ops.pop()
-            s._apply(task, before)
+        apply, evictions, pop = s._apply, s.evictions, self._ops.pop
+        for _ in range(len(self._ops) - checkpoint):
+            task, before, eviction_change, moved, how, slots = pop()
+            if how == _UNDO_STATUS:   # only the status changed (Session._restatus): change it back
+                s._restatus(task, before.status, before.evict_prior)
+            elif how == _UNDO_MOVE:   # a move Session._apply_move made: back to the releasing placement
+                s._apply_move(task, before, undo=True)
+            else:
+                apply(task, before)
             if slots:   # a whole-GPU task: the devices the inverse transition does not give back (_record)
                 s.indices[task] = before.indices
                 for kept in slots:
                     s.nodes.restore_slots(kept)
             if eviction_change is APPENDED:
-                s.evictions.pop()
+                evictions.pop()
             elif eviction_change is not None:
-                s.evictions.insert(*eviction_change)
-            for e, moved_to in reversed(moved):
-                e.moved_to = moved_to
+                evictions.insert(*eviction_change)
+            if moved:
+                for e, moved_to in reversed(moved):
+                    e.moved_to = moved_to
 
     def discard(self) -> None:
         """Undo everything this statement did."""
@@ -191,11 +220,12 @@ class Statement:
         """``before``: the task's current state when the caller already read it; ``node``: where the operation
         places it, when not where it is."""
         # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
-        # changes to undo, device rows of the nodes a whole-GPU task's operation touches (NodeState.keep_slots)]
+        # changes to undo, how to undo it (_UNDO_*), device rows of the nodes a whole-GPU task's operation touches
+        # (NodeState.keep_slots)]
         s = self.session
         if before is None:
             before = s._state(task)
-        self._ops.append([task, before, None, [], _keep_slots(s, task, before, node)])
+        self._ops.append([task, before, None, [], _UNDO_APPLY, _keep_slots(s, task, before, node)])
 
 
 def _keep_slots(s: Session, task: int, before: _TaskState, node: int) -> tuple:
