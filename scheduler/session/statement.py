@@ -228,15 +228,25 @@ class Statement:
         self._ops.append([task, before, None, [], _UNDO_APPLY, _keep_slots(s, task, before, node)])
 
 
-def _keep_slots(s: Session, task: int, before: _TaskState, node: int) -> tuple:
+def _keep_slots(s: Session, task: int, before: _TaskState, node: int) -> list:
     """Device rows of the nodes an operation on ``task`` can touch (where it is, where it goes, its releasing
     copies), when it is a whole-GPU task: a task the snapshot gave no device frees its anonymous slots when removed
     and claims none when added back, so the rollback puts the rows back (kaidash's device forecast; KAI picks no
     whole-GPU device numbers)."""
     if s.kind_list[task] != KIND_WHOLE:
         return ()
-    nodes = dict.fromkeys(n for n in (before.node, node, *(c[0] for c in before.shadow or ())) if n >= 0)
-    return tuple(s.nodes.keep_slots(n) for n in nodes)
+    keep = s.nodes.keep_slots
+    n0 = before.node
+    kept = [keep(n0)] if n0 >= 0 else []
+    if node >= 0 and node != n0:
+        kept.append(keep(node))
+    if before.shadow:
+        seen = {n0, node}
+        for c in before.shadow:
+            if c[0] not in seen:
+                seen.add(c[0])
+                kept.append(keep(c[0]))
+    return kept
 
 
 def _copy_on_node(cur: _TaskState, node: int) -> Optional[list]:
