@@ -396,6 +396,20 @@ class NodeState:
                 so[s] = -1
         self._stale_slots.add(n)
 
+    def keep_slots(self, n: int) -> tuple:
+        """Node ``n``'s whole-GPU device rows, for :meth:`restore_slots`. :meth:`remove` and :meth:`add` of a task
+        are not each other's inverse on them: removing a task the snapshot gave no device frees its anonymous
+        slots, and adding it back claims only slots still marked anonymous (``Session._whole_slots``)."""
+        return n, list(self.slot_whole_rows[n]), list(self.slot_owner_rows[n])
+
+    def restore_slots(self, kept: tuple) -> None:
+        """Put back what :meth:`keep_slots` returned (a statement's rollback, after the inverse transition). Not a
+        change of its own (``version``, ``change_log``): the inverse transition has just recorded the node."""
+        n, whole, owner = kept
+        self.slot_whole_rows[n] = whole
+        self.slot_owner_rows[n] = owner
+        self._stale_slots.add(n)
+
     def derive(self, n: int) -> None:
         """Recompute node ``n``'s ``free`` row from its ``idle`` and ``rel`` rows; its arrays are written when next
         read."""

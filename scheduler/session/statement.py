@@ -47,7 +47,7 @@ class Statement:
                  indices: Optional[list[int]] = None) -> None:
         """Place ``task`` on idle resources of ``node`` (status ``binding``)."""
         s = self.session
-        self._record(task)
+        self._record(task, node=node)
         s._apply(task, _TaskState("binding", node, list(groups or []), list(indices or []),
                                   s.accepted_gpus_on(task, node), s.shadow.get(task), None))
 
@@ -58,7 +58,7 @@ class Statement:
         groups = list(groups or [])
         indices = list(indices or [])
         cur = s._state(task)
-        self._record(task, cur)
+        self._record(task, cur, node)
         evicted_here = cur.status == "releasing" and cur.evict_prior is not None
         on_node = _copy_on_node(cur, node) if evicted_here else None
         if on_node is not None:
@@ -138,11 +138,11 @@ class Statement:
         if status not in _EVICTABLE:
             raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {status} task")
         if s._can_restatus(task):
-            op = [task, cur, None, [], _UNDO_STATUS]   # see _record
+            op = [task, cur, None, [], _UNDO_STATUS, _keep_slots(s, task, cur, -1)]   # see _record
             self._ops.append(op)
             s._restatus(task, "releasing", status)
         else:
-            op = [task, cur, None, [], _UNDO_APPLY]
+            op = [task, cur, None, [], _UNDO_APPLY, _keep_slots(s, task, cur, -1)]
             self._ops.append(op)
             s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
                                       status))
@@ -173,13 +173,17 @@ class Statement:
         s = self.session
         apply, evictions, pop = s._apply, s.evictions, self._ops.pop
         for _ in range(len(self._ops) - checkpoint):
-            task, before, eviction_change, moved, how = pop()
+            task, before, eviction_change, moved, how, slots = pop()
             if how == _UNDO_STATUS:   # only the status changed (Session._restatus): change it back
                 s._restatus(task, before.status, before.evict_prior)
             elif how == _UNDO_MOVE:   # a move Session._apply_move made: back to the releasing placement
                 s._apply_move(task, before, undo=True)
             else:
                 apply(task, before)
+            if slots:   # a whole-GPU task: the devices the inverse transition does not give back (_record)
+                s.indices[task] = before.indices
+                for kept in slots:
+                    s.nodes.restore_slots(kept)
             if eviction_change is APPENDED:
                 evictions.pop()
             elif eviction_change is not None:
@@ -212,11 +216,37 @@ class Statement:
         """Number of recorded operations (for tests and diagnostics)."""
         return len(self._ops)
 
-    def _record(self, task: int, before: Optional[_TaskState] = None) -> None:
-        """``before``: the task's current state when the caller already read it."""
+    def _record(self, task: int, before: Optional[_TaskState] = None, node: int = -1) -> None:
+        """``before``: the task's current state when the caller already read it; ``node``: where the operation
+        places it, when not where it is."""
         # [task, state before, change to session.evictions (APPENDED, or (index, eviction) removed), moved_to
-        # changes to undo, how to undo it (_UNDO_*)]
-        self._ops.append([task, self.session._state(task) if before is None else before, None, [], _UNDO_APPLY])
+        # changes to undo, how to undo it (_UNDO_*), device rows of the nodes a whole-GPU task's operation touches
+        # (NodeState.keep_slots)]
+        s = self.session
+        if before is None:
+            before = s._state(task)
+        self._ops.append([task, before, None, [], _UNDO_APPLY, _keep_slots(s, task, before, node)])
+
+
+def _keep_slots(s: Session, task: int, before: _TaskState, node: int) -> list:
+    """Device rows of the nodes an operation on ``task`` can touch (where it is, where it goes, its releasing
+    copies), when it is a whole-GPU task: a task the snapshot gave no device frees its anonymous slots when removed
+    and claims none when added back, so the rollback puts the rows back (kaidash's device forecast; KAI picks no
+    whole-GPU device numbers)."""
+    if s.kind_list[task] != KIND_WHOLE:
+        return ()
+    keep = s.nodes.keep_slots
+    n0 = before.node
+    kept = [keep(n0)] if n0 >= 0 else []
+    if node >= 0 and node != n0:
+        kept.append(keep(node))
+    if before.shadow:
+        seen = {n0, node}
+        for c in before.shadow:
+            if c[0] not in seen:
+                seen.add(c[0])
+                kept.append(keep(c[0]))
+    return kept
 
 
 def _copy_on_node(cur: _TaskState, node: int) -> Optional[list]:
