@@ -667,8 +667,9 @@ class WhatIfModel(ViewModel):
     def submit(self, notify: Callable[[WhatIfUpdate], None]) -> Optional[WhatIfUpdate]:
         """Start the what-if for the current edits on this model's worker thread and return at once.
 
-        A newer call supersedes a running one (it stops at its next cycle boundary; nothing it produces later
-        is delivered). ``notify(update)`` is called on the worker thread after every cycle and at the end; the
+        A newer call supersedes a running one (it stops before its next victim scenario or at its next cycle
+        boundary, whichever comes first; nothing it produces later is delivered). ``notify(update)`` is called on
+        the worker thread after every cycle and at the end; the
         caller hands each update back to :meth:`accept` on its own thread (an override the snapshot rejects
         arrives as an ``error`` update). Returns the final update, already accepted, when the result is known
         without running (a cached override set, no snapshot); ``None`` while it runs (``phase`` is then

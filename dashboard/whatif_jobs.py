@@ -1,8 +1,9 @@
 """What-if runs off the caller's thread: latest request wins, interim diffs after each cycle, finished diffs cached.
 
 :class:`LatestWins` owns at most one worker thread per session's what-if. :meth:`LatestWins.submit` replaces
-whatever is waiting or running: the running request is abandoned at its next cycle boundary (its hook raises
-:class:`Superseded`) and nothing it produced afterwards is delivered. Every delivery is a :class:`WhatIfUpdate`
+whatever is waiting or running: the running request is abandoned at the engine's next interruption point, before
+its next victim scenario (:mod:`scheduler.interrupt`), or at its next cycle boundary (its hook raises
+:class:`Superseded`), and nothing it produced afterwards is delivered. Every delivery is a :class:`WhatIfUpdate`
 carrying the request's ``generation`` and a ``seq`` that grows with every update; the receiver drops an update
 whose generation is no longer the latest (:meth:`LatestWins.is_current`), which closes the gap between the
 worker's check and the UI applying it, and one older than what it already applied (an event loop need not run
@@ -28,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 from scheduler.errors import KaidashError
+from scheduler.interrupt import interruptible
 
 from .interactive import INTERACTIVE, InteractiveGate
 
@@ -136,7 +138,7 @@ class LatestWins:
             return self._pending is not None or self._thread is not None
 
     def cancel(self) -> int:
-        """Abandon whatever waits or runs (at its next cycle boundary); returns the new generation."""
+        """Abandon whatever waits or runs (at its next interruption point); returns the new generation."""
         with self._lock:
             self._generation += 1
             self._pending = None
@@ -187,6 +189,11 @@ class LatestWins:
             log.info("what-if update not delivered (%s: %s); the run stops", type(exc).__name__, exc)
             raise Superseded from None
 
+    def _stop_if_superseded(self, req: _Request) -> None:
+        """The engine's interruption check (:mod:`scheduler.interrupt`): a superseded run stops inside its cycle."""
+        if req.generation != self._generation:
+            raise Superseded
+
     def _run(self, req: _Request) -> None:
         def since() -> float:
             return (time.perf_counter() - req.submitted) * 1000
@@ -199,7 +206,8 @@ class LatestWins:
         try:
             if not self.is_current(req.generation):
                 return
-            diff = req.runner.run(req.overrides, on_cycle=on_cycle)
+            with interruptible(lambda: self._stop_if_superseded(req)):
+                diff = req.runner.run(req.overrides, on_cycle=on_cycle)
             run_ms = since()
             req.cache.put(req.key, diff, run_ms)     # valid for its override set even when superseded
             self._deliver(req, WhatIfUpdate(req.generation, STEADY, diff.after.cycles_run, req.runner.cycles,

@@ -35,6 +35,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..decisions import EvictionScenario
+from ..interrupt import checkpoint
 from ..ordering import job_order_key
 from ..session import KIND_NONE, KIND_WHOLE, Statement
 from .budgets import ActionBudget, Budget, JobBudget
@@ -241,6 +242,7 @@ class Solver:
                 return _Probe(stop=True)
             if gen_budget.exhausted():
                 break
+            checkpoint()   # a superseded what-if stops here, not at the end of its cycle (scheduler.interrupt)
             sc = gen.next()
             if sc is None:
                 break
