@@ -178,8 +178,7 @@ class LatestWins:
                 self._run(req)
 
     def _deliver(self, req: _Request, update: WhatIfUpdate) -> None:
-        if not self.is_current(req.generation):
-            raise Superseded
+        self._stop_if_superseded(req)
         req.seq += 1
         try:
             req.notify(replace(update, seq=req.seq))
@@ -190,8 +189,9 @@ class LatestWins:
             raise Superseded from None
 
     def _stop_if_superseded(self, req: _Request) -> None:
-        """The engine's interruption check (:mod:`scheduler.interrupt`): a superseded run stops inside its cycle."""
-        if req.generation != self._generation:
+        """Raise :class:`Superseded` once a newer request exists: before each delivery, and as the engine's
+        interruption check (:mod:`scheduler.interrupt`), where a superseded run stops inside its cycle."""
+        if not self.is_current(req.generation):
             raise Superseded
 
     def _run(self, req: _Request) -> None:

@@ -112,7 +112,7 @@ def test_a_superseded_what_if_stops_at_the_engines_next_checkpoint():
     assert [u.phase for u in new] == [STEADY]
 
 
-def test_the_what_if_runner_result_is_the_same_under_a_check_that_never_raises(priority_case):
+def test_the_what_if_runner_result_is_the_same_under_a_check_that_never_raises():
     runner = WhatIfRunner(cluster_64())
     plain = runner.run(SLIDERS["queue priority"])
     check, calls = _stop_after(10**9)

@@ -389,12 +389,9 @@ class Solver:
         # built where a queue tree orders the scenario (where every queue is top-level the preemptor mostly goes
         # first and fits, and the check would only add a node search).
         q = s.jobs[j].queue
-        early = q >= 0 and s.queues.parent[q] >= 0 and self._alone_decides(pending)
-        if early and not self._fits_alone(pending, allowed):
-            if popped is not None and s.job_over_capacity(j, pending) is None:
-                self._remember(lost, popped)   # it fits nowhere: see _lost_key
-            stmt.discard()
-            return None
+        alone = self._alone_decides(pending) if q >= 0 and s.queues.parent[q] >= 0 else None   # None: not asked yet
+        if alone and not self._fits_alone(pending, allowed):
+            return self._fits_nowhere(stmt, lost, popped, pending)
         placed = False
         checked = False
         watch: Optional[_AloneWatch] = None
@@ -402,12 +399,11 @@ class Solver:
             if not placed and jj != j:   # another job goes before the preemptor
                 if not checked:
                     checked = True
-                    if early or self._alone_decides(pending):
-                        if not early and not self._fits_alone(pending, allowed):
-                            if popped is not None and s.job_over_capacity(j, pending) is None:
-                                self._remember(lost, popped)   # it fits nowhere: see _lost_key
-                            stmt.discard()
-                            return None
+                    if alone is None:
+                        alone = self._alone_decides(pending)
+                        if alone and not self._fits_alone(pending, allowed):
+                            return self._fits_nowhere(stmt, lost, popped, pending)
+                    if alone:
                         watch = _AloneWatch.start(s, j, pending, allowed) if self.watch_alone else None
                 mark = len(s.nodes.change_log)
             ok = allocate_job_sim(s, stmt, jj, pending if jj == j else None, allowed)
@@ -431,6 +427,14 @@ class Solver:
                         restored=[i for i in victim_tasks if st[i] in ("running", "binding")],
                         first_eviction=first, scenario=sc, preemptor=j, pending=self._pending,
                         victim_nodes=victim_nodes)
+
+    def _fits_nowhere(self, stmt: Statement, lost: Optional[tuple], popped: Optional[list], pending: list) -> None:
+        """The scenario fails: the preemptor that :meth:`_alone_decides` fits no allowed node right after the
+        evictions (recorded for other preemptors when it is not its queue's capacity: see :meth:`_lost_key`)."""
+        if popped is not None and self.s.job_over_capacity(self._j, pending) is None:
+            self._remember(lost, popped)
+        stmt.discard()
+        return None
 
     remember_lost = True
     """Answer a scenario from :meth:`_lost_key`'s record of another preemptor's (tests compare both)."""

@@ -526,9 +526,6 @@ class TapedVictims:
         self._pos = pos + 1
         return batch
 
-    def candidate_tasks(self) -> list[int]:
-        return self._make().candidate_tasks()
-
 
 # ---------------------------------------------------------------------------------------------- capacity
 

@@ -769,10 +769,7 @@ class Session:
         self.job_version[j] += 1
         st0, n = self.status[i], self.node[i]
         idx = self.indices[i] if self.kind_list[i] == KIND_WHOLE else None
-        self.nodes.restatus(n, self._row_cache.get(i) or self._task_row(i), st0, status, idx, idx, owner=i)
-        if self.predicates.tracking:
-            self.predicates.remove(i, n)
-            self.predicates.add(i, n)
+        self._restatus_on_node(i, n, self._row_cache.get(i) or self._task_row(i), st0, status, idx, idx)
         q = self.job_queue[j]
         if q >= 0:
             amount = (self.accepted[i], self._cpu_l[i], self._mem_l[i])   # queue_amount's values, as plain floats
@@ -785,6 +782,15 @@ class Session:
             self.evict_prior.pop(i, None)
         else:
             self.evict_prior[i] = evict_prior
+
+    def _restatus_on_node(self, i: int, n: int, vec, st0: str, st1: str, idx0: Optional[list],
+                          idx1: Optional[list]) -> None:
+        """Node and predicate accounting of task ``i`` going from ``st0`` (devices ``idx0``) to ``st1`` (``idx1``)
+        where it is, node ``n``: :meth:`NodeState.restatus`, the same arithmetic as a remove and an add."""
+        self.nodes.restatus(n, vec, st0, st1, idx0, idx1, owner=i)
+        if self.predicates.tracking:
+            self.predicates.remove(i, n)
+            self.predicates.add(i, n)
 
     def _can_move(self, i: int) -> bool:
         """Whether :meth:`_apply_move` may move task ``i`` (releasing, evicted in this session) elsewhere: the case of
@@ -836,10 +842,7 @@ class Session:
         tracking = self.predicates.tracking
         if occ1 and n0 == n1 and occ0 and change and not keep_old and not reuse_new and (not whole or idx0 and idx1):
             # a status change where the task is (an eviction, its undoing): one node call, the same arithmetic
-            ns.restatus(n0, vec, st0, st1, idx0 if whole else None, idx1 if whole else None, owner=i)
-            if tracking:
-                self.predicates.remove(i, n0)
-                self.predicates.add(i, n0)
+            self._restatus_on_node(i, n0, vec, st0, st1, idx0 if whole else None, idx1 if whole else None)
             occ0 = occ1 = False   # accounted: only the queue and the task's fields change below
         if occ0 and change and not keep_old:
             # _whole_slots claims anonymous devices only when the task has none; ns.remove does not keep the list

@@ -93,18 +93,7 @@ class QueueState:
         version = self.version
         rows, np_rows, stale = self.allocated_rows, self.allocated_np_rows, self._stale
         a0, a1, a2 = amount.tolist() if isinstance(amount, np.ndarray) else amount
-        if sign == -1.0:   # x - a, as numpy's in-place subtract
-            for a in self.chains[q]:
-                r = rows[a]
-                rows[a] = [r[0] - a0, r[1] - a1, r[2] - a2]
-                version[a] += 1
-                stale.add(a)
-                if non_preemptible:
-                    r = np_rows[a]
-                    np_rows[a] = [r[0] - a0, r[1] - a1, r[2] - a2]
-                    self._stale_np.add(a)
-            return
-        if sign != 1.0:
+        if sign != 1.0:   # exact for -1: x - a is x + (-1 × a), bit for bit
             a0, a1, a2 = sign * a0, sign * a1, sign * a2
         for a in self.chains[q]:
             r = rows[a]

@@ -137,13 +137,12 @@ class Statement:
         status = cur.status
         if status not in _EVICTABLE:
             raise EngineError(f"tasks[{s.task_names[task]}].status: cannot evict a {status} task")
+        self._record(task, cur)
+        op = self._ops[-1]
         if s._can_restatus(task):
-            op = [task, cur, None, [], _UNDO_STATUS, _keep_slots(s, task, cur, -1)]   # see _record
-            self._ops.append(op)
+            op[4] = _UNDO_STATUS
             s._restatus(task, "releasing", status)
         else:
-            op = [task, cur, None, [], _UNDO_APPLY, _keep_slots(s, task, cur, -1)]
-            self._ops.append(op)
             s._apply(task, _TaskState("releasing", cur.node, cur.groups, cur.indices, cur.accepted, cur.shadow,
                                       status))
         s.evictions.append(Eviction(task=s.task_names[task], job=s.jobs[s.task_job[task]].key, action=action,
