@@ -15,7 +15,7 @@ import panel as pn
 from scheduler.errors import KaidashError
 from scheduler.snapshot_io import dumps_snapshot, load_snapshot
 
-from .. import models as M
+from .. import display, models as M
 from ..auth import may_import
 from ..models import ViewModel
 from .base import View
@@ -175,5 +175,5 @@ class SnapshotView(View):
             return
         s = tick.snapshot
         self.current.object = (f'<div class="kd-explain">Current: <b>{html.escape(st.source_label)}</b> · '
-                               f'{len(s.nodes)} nodes, {len(s.queues)} queues, {len(s.jobs)} jobs · tick {tick.index}'
+                               f'{len(s.nodes)} nodes, {len(s.queues)} queues, {len(s.jobs)} jobs · {display.tick(tick)}'
                                f'</div>')
