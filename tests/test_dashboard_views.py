@@ -541,3 +541,31 @@ def test_slice_table_flags_over_share_in_red_words_and_fits_fixed_widths(state):
     other = GpusView(state)
     other.__panel__()
     assert other.node_table.formatters["over_share"] is not cell      # one Bokeh model per session's table
+
+
+def test_the_first_tick_reads_tick_1_with_its_clock_time_everywhere(snapshot):  # noqa: F811
+    """After the loop's first tick the page says "tick 1" (a person's count), with the tick's clock time, in
+    the sidebar, Overview's loop health, the what-if base and the Snapshot page; never "tick 0"."""
+    from dashboard.app import Dashboard
+    from dashboard.views.overview import health_html
+
+    st = LiveState()
+    app = Dashboard(st)
+    app.__panel__()
+    assert "no tick yet" in app.sidebar_info.object and 'data-tick="0"' in app.sidebar_info.object
+    assert "none yet" in health_html(st.health())
+    publish_snapshot(st, snapshot, "test scenario")
+    app._update_status()
+    when = display.clock(st.tick.wall_time)
+    assert f"tick 1 at {when}" in app.sidebar_info.object and 'data-tick="1"' in app.sidebar_info.object
+    assert "tick 0" not in app.sidebar_info.object
+    assert st.health()["ticks"] == 1 and st.health()["tick_index"] == 0       # /readyz keeps the 0-based index
+    assert f"{when} (tick 1;" in health_html(st.health())
+    for view in ("whatif", "snapshot"):
+        app.selection.view = view
+    whatif, snap_view = app.views["whatif"], app.views["snapshot"]
+    whatif.model.pin()
+    assert whatif.model.base_label.startswith("live state at tick 1 (")
+    snap_view.__panel__()
+    snap_view._update()
+    assert f"tick 1 at {when}" in snap_view.current.object
