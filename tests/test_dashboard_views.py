@@ -79,6 +79,7 @@ def test_update_table_appends_new_rows_without_rebuilding_the_others():
     assert {"ColumnsStreamedEvent:data", "ColumnsPatchedEvent:data"} <= set(events), events
     assert "ModelChangedEvent:data" not in events and "ColumnDataChangedEvent:" not in events, events
     assert t.selection == [1]                            # streamed and patched: the rows were not replaced
+    assert model.follow is False        # the browser keeps its scroll position (follow scrolls to the new rows)
     assert common.update_table(t, grown.copy()) == "same"
     gone = grown.drop(index="j2")                        # a row left: Tabulator gets the rows anew
     assert common.update_table(t, gone) == "replaced"

@@ -243,11 +243,16 @@ def update_table(widget: pn.widgets.Tabulator, df) -> str:
 
 def _append_rows(widget: pn.widgets.Tabulator, rows) -> None:
     """Add ``rows`` at the end of the table: the browser's Tabulator adds them and leaves the rows on screen as
-    they are (a new value would rebuild every row). What ``Tabulator.stream`` does, for a frame keyed by
-    strings (``stream`` assumes a numeric index)."""
+    they are (a new value would rebuild every row), and the scroll position where the user left it. What
+    ``Tabulator.stream(..., follow=False)`` does, for a frame keyed by strings (``stream`` assumes a numeric
+    index)."""
     import pandas as pd
 
     combined = pd.concat([widget.value, rows])
+    for ref, (model, _) in widget._models.copy().items():
+        # Tabulator's ``follow`` (on by default) scrolls the browser's table to the new rows: a job arriving at
+        # the end of Pending's longest-first list scrolled the longest waits out of sight
+        widget._apply_update([], {"follow": False}, model, ref)
     with param.discard_events(widget):
         widget.value = combined
     _, data = widget._process_df_and_convert_to_cds(rows)
