@@ -401,3 +401,36 @@ def test_default_sim_serves_a_live_cluster(browser):
         p.close()
     finally:
         server.stop()
+
+
+HEADER_LINES = """t => { const cols = [...t.querySelectorAll('.tabulator-col[tabulator-field]')]
+    .filter(c => c.offsetWidth > 0 && c.getAttribute('tabulator-field') !== '_index');
+  const title = c => c.querySelector('.tabulator-col-title');
+  const one = Math.min(...cols.map(c => title(c).getBoundingClientRect().height).filter(h => h > 0));
+  return cols.map(c => ({field: c.getAttribute('tabulator-field'), text: title(c).innerText.replace(/\\s+/g, ' '),
+                         lines: Math.round(title(c).getBoundingClientRect().height / one)})); }"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+def test_gpu_slice_table_titles_fit_in_two_lines(seeded, page, size):
+    """The selected node's slice table: every column title reads on at most two lines (a three-line "memory
+    share GiB" pushed the rows down and read as a word list), and the short memory titles keep their full
+    meaning as a tooltip."""
+    server, snap, _ = seeded
+    node = next(t.node for _, t in snap.iter_tasks() if t.is_gpu and t.node and t.status == "running")
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.open(f"{server.url}?view=gpus&node={node}", ready='[data-view="gpus"]')
+    table = page.page.locator(".tabulator", has=page.page.locator('[tabulator-field="memory_share_gib"]')).first
+    table.locator(".tabulator-row").first.wait_for(timeout=60_000)
+    table.scroll_into_view_if_needed()
+    page.page.wait_for_timeout(800)
+    heads = table.evaluate(HEADER_LINES)
+    assert {h["field"] for h in heads} >= {"memory_share_gib", "memory_used_gib", "over_share", "device_source"}
+    assert all(h["lines"] <= 2 for h in heads), heads
+    for field, meaning in (("memory_share_gib", "GPU memory the pod's share entitles it to"),
+                           ("memory_used_gib", "GPU memory the pod uses now")):
+        assert "GiB" in next(h["text"] for h in heads if h["field"] == field)
+        table.locator(f'.tabulator-col[tabulator-field="{field}"]').hover()
+        page.page.locator(".tabulator-tooltip", has_text=meaning).wait_for(timeout=10_000)
+    _shot(page, f"gpus-slices-{size[0]}x{size[1]}")
+    assert page.errors == []

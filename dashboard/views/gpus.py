@@ -216,11 +216,14 @@ NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "all
                      "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
 SLICE_COLUMNS = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
                  "gpu_util", "over_share", "device_source", "dra"]
-SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share GiB",
-                "memory_used_gib": "memory used GiB", "gpu_util": "util", "over_share": "over share",
+SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "share GiB",
+                "memory_used_gib": "used GiB", "gpu_util": "util", "over_share": "over share",
                 "device_source": "device from", "dra": "DRA claim"}
-SLICE_TOOLTIPS = {"memory_share_gib": "the GPU memory the pod's share entitles it to (GiB)",
+"""Short titles (two lines at most in their fixed widths: "memory share GiB" took three); the full meaning of
+the memory columns is their tooltip."""
+SLICE_TOOLTIPS = {"memory_share_gib": "GPU memory the pod's share entitles it to (GiB): share × the GPU's memory",
                   "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
+                  "gpu_util": "utilisation from DCGM: the pod's where the exporter attributes it, else its GPU's",
                   "over_share": "uses more GPU memory than its share: KAI does not isolate it (OOM risk for "
                                 "the GPU's other pods)",
                   "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
