@@ -126,6 +126,32 @@ def test_without_recorded_durations_the_history_decides(snap):
     assert [o.p10_s for o in other.estimates.values()] != [e.p10_s for e in report.estimates.values()]
 
 
+def test_the_run_budget_counts_work_not_time_the_caller_held_the_estimate_paused(snap):
+    """A dashboard's estimate waits while a what-if computes (its session blocks); that wait is not simulation
+    work and must not use up ``budget_s``: with the pause reported, every run is made; without, the pause alone
+    spends the budget after the first run (and the report says so)."""
+    import time
+
+    from scheduler.engine import run_session
+
+    config = EtaConfig(runs=3, arrivals=False, use_recorded_durations=False, budget_s=1.0)
+    paused = [0.0]
+
+    def session(s):
+        if paused[0] == 0.0:                 # one long pause before the first engine session (a what-if)
+            time.sleep(1.5)
+            paused[0] = 1.5
+        return run_session(s)
+
+    report = estimate_eta(snap, None, config, session=session, paused_s=lambda: paused[0])
+    assert report.runs == 3 and not any("budget" in n for n in report.notes)
+    assert report.wall_ms >= 1500                                  # the report's wall time still includes it
+    assert report["b1"].p50_s == estimate_eta(snap, None, config)["b1"].p50_s     # same runs, same answer
+    paused[0] = 0.0
+    unreported = estimate_eta(snap, None, config, session=session)
+    assert unreported.runs == 1 and "1 of 3 runs within the 1 s budget" in unreported.notes
+
+
 def test_no_history_at_all_is_said(snap):
     report = estimate_eta(snap, None, EtaConfig(runs=2, use_recorded_durations=False))
     assert report.running["a"].duration_source == ASSUMED
