@@ -264,6 +264,25 @@ def test_planner_rebases_between_estimates_and_knows_when_to_refresh(snap):
     assert rebase(planner.report, much_later)["b1"].p50_s == 0
 
 
+def test_a_job_that_arrived_after_the_estimate_is_unknown_not_beyond_the_horizon(snap):
+    """A job arriving after the estimate in a queue that had no estimated waiting job has no estimate yet (NaN):
+    its queue's expected wait is unknown (NaN, "no estimate yet"), not +Inf ("beyond 8 h", which fires a
+    ``kaidash_queue_estimated_wait_seconds > 4 h`` alert), and the other jobs' estimates still count."""
+    from scheduler.waits import cluster_overview
+
+    planner = EtaPlanner(EtaConfig(arrivals=False))
+    planner.refresh(snap)
+    arrived = loads_snapshot(CLUSTER.replace("jobs:\n", f"jobs:\n  - {{name: late, queue: small, creation_time: "
+                                                        f"{T0 + 50}, tasks: [{{name: late-0, gpu: 1}}]}}\n"))
+    arrived.time = T0 + 100
+    current = planner.current(arrived)
+    assert math.isnan(current["late"].p50_s) and current["late"].provisional
+    assert math.isnan(current.queue_wait_s("small"))
+    assert current.queue_wait_s("team") == (1160 + 1760) / 2                    # b1, b2; huge never starts
+    overview = cluster_overview(arrived, eta=current)
+    assert overview["est_wait_median_s"] == (1160 + 1760) / 2                  # was NaN: "no estimate yet"
+
+
 def test_planner_runs_in_the_background_once_at_a_time(snap):
     calls = []
 
