@@ -245,6 +245,16 @@ def test_charts_never_zoom_on_the_wheel():
         assert not any(isinstance(t, WheelZoomTool) for t in chart.fig.tools)
 
 
+def test_grouped_bars_name_queues_under_the_bars_and_series_in_the_legend_only():
+    """Four series names under each queue's bars overlapped into one unreadable line at 1280 px: the axis keeps
+    the queue (group) labels and hides the series (the legend above names them), whatever the common style sets."""
+    chart = plots.share_bars()
+    axis = chart.fig.xaxis[0]
+    assert axis.major_label_text_font_size in ("0px", "0pt") and axis.group_text_font_size == "12px"
+    legend = chart.fig.legend[0]
+    assert legend in chart.fig.above and legend.orientation == "horizontal"
+
+
 # -------------------------------------------------------------------------------------------------- what-if
 
 def test_whatif_sliders_span_the_cluster_and_unlimited_is_a_box(state):
