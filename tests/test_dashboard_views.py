@@ -211,6 +211,18 @@ def test_queue_table_shows_memory_in_gib_and_cpu_in_cores(state):
     assert shown.loc["a", "limit"] == -1                         # unlimited stays unlimited
 
 
+def test_queue_history_says_to_pick_a_queue_until_one_is_picked(state):
+    """With no queue selected the history chart asks for a click; "No history for this queue yet" read as if
+    the selected (none) queue had a problem. A picked queue with one point says why there is no line."""
+    view = QueuesView(state)
+    view.__panel__()
+    view._update_detail()
+    assert view.history.empty.visible and view.history.empty.text.startswith("Click a queue")
+    view.selection.queue = "a"
+    view._update_detail()
+    assert view.history.empty.visible and "Click a queue" not in view.history.empty.text
+
+
 def _contrast(fg: str, bg: str) -> float:
     def lum(hex_colour: str) -> float:
         c = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
