@@ -592,3 +592,33 @@ def test_the_first_tick_reads_tick_1_with_its_clock_time_everywhere(snapshot):  
     snap_view.__panel__()
     snap_view._update()
     assert f"tick 1 at {when}" in snap_view.current.object
+
+
+def test_settings_show_only_the_options_the_selected_source_reads(state):  # noqa: F811
+    """A kube context or a snapshot path typed while "sim" is selected did nothing: the form shows the options of
+    the selected source (and the ones every source reads), and the node count is a number input."""
+    from dashboard.views.settings import SettingsView
+
+    view = SettingsView(state)
+    view.__panel__()
+    shown = lambda: {n for n, w in view.form._widgets.items() if w.visible and n != "name"}  # noqa: E731
+    always = {"source", "prometheus", "period_s"}
+    assert shown() == always | {"seed", "nodes", "sim_step_s", "demo_extensions"}
+    assert isinstance(view.form._widgets["nodes"], pn.widgets.IntInput)
+    view.options.source = "kube"
+    assert shown() == always | {"context"}
+    view.options.source = "snapshot"
+    assert shown() == always | {"snapshot"}
+    view.options.source = "trace"
+    assert shown() == always | {"trace", "sim_step_s"}
+    view.options.source = "sim"
+    assert "context" not in shown() and "seed" in shown()
+
+
+def test_the_snapshot_file_input_is_labelled_for_people(state):  # noqa: F811
+    """The file input's visible label says what to choose (it read "snapshot-file", an identifier)."""
+    from dashboard.views.snapshot import SnapshotView
+
+    view = SnapshotView(state)
+    label = view.upload.label if hasattr(view.upload, "label") else view.upload.name
+    assert label.startswith("Snapshot file") and ".zip" in label
