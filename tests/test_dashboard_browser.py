@@ -434,3 +434,28 @@ def test_gpu_slice_table_titles_fit_in_two_lines(seeded, page, size):
         page.page.locator(".tabulator-tooltip", has_text=meaning).wait_for(timeout=10_000)
     _shot(page, f"gpus-slices-{size[0]}x{size[1]}")
     assert page.errors == []
+
+
+CLIPPED_IN_TABLE = """t => [...t.querySelectorAll('.tabulator-col[tabulator-field] .tabulator-col-title, .tabulator-cell')]
+    .filter(c => c.offsetWidth > 0 && c.innerText.trim() && c.scrollWidth > c.clientWidth + 1)
+    .map(c => (c.closest('[tabulator-field]')?.getAttribute('tabulator-field') || '?') + ': ' + c.innerText)"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+def test_whatif_per_queue_diff_shows_whole_titles_and_queue_names(seeded, page, size):
+    """The per-queue before | after | Δ table: "before" and a queue named "infrastructure" read whole (they were
+    cut to "befor" and "infrastructur"), at 1280x720 and 1440x900."""
+    server, snap, _ = seeded
+    assert any(q.name == "infrastructure" for q in snap.queues)
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.open(f"{server.url}?view=whatif", ready='[data-whatif="overrides"]')
+    page.page.locator('[data-whatif="steady"]').wait_for(timeout=60_000)
+    table = page.page.locator(".tabulator", has=page.page.locator('[tabulator-field="fair_share_before"]')).first
+    table.locator(".tabulator-row", has_text="infrastructure").wait_for(timeout=30_000)
+    table.scroll_into_view_if_needed()
+    page.page.wait_for_timeout(500)
+    assert table.evaluate(CLIPPED_IN_TABLE) == []
+    box = table.bounding_box()
+    assert box["x"] + box["width"] <= size[0]                       # no sideways cut at the window's edge
+    _shot(page, f"whatif-queues-{size[0]}x{size[1]}")
+    assert page.errors == []
