@@ -459,3 +459,22 @@ def test_whatif_per_queue_diff_shows_whole_titles_and_queue_names(seeded, page, 
     assert box["x"] + box["width"] <= size[0]                       # no sideways cut at the window's edge
     _shot(page, f"whatif-queues-{size[0]}x{size[1]}")
     assert page.errors == []
+
+
+CLIPPED_TITLES = """root => [...root.querySelectorAll('.tabulator-col[tabulator-field] .tabulator-col-title')]
+    .filter(c => c.offsetWidth > 0 && c.innerText.trim() && c.scrollWidth > c.clientWidth + 1)
+    .map(c => c.closest('[tabulator-field]').getAttribute('tabulator-field') + ': ' + c.innerText)"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+@pytest.mark.parametrize("view", ["queues", "gpus", "pending", "whatif"])
+def test_no_table_column_title_is_cut(seeded, page, view, size):
+    """Every table title of the view reads whole at 1280x720 and 1440x900: none cut at its column's edge or under
+    its sort arrow (the queue status panel's titles were, and Pending's "GPUs", the slices' "share")."""
+    server, _, _ = seeded
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.open(f"{server.url}?view={view}", ready=f'[data-view="{view}"]')
+    page.page.locator(".tabulator-row").first.wait_for(timeout=60_000)
+    page.page.wait_for_timeout(1000)
+    cut = [t for table in page.page.locator(".tabulator").all() for t in table.evaluate(CLIPPED_TITLES)]
+    assert cut == [], cut

@@ -46,7 +46,7 @@ CSS = """
 .kd-note {padding:6px 12px; border-radius:4px; background:rgba(96,165,250,.12); border-left:4px solid #60a5fa;}
 .kd-private {padding:6px 12px; border-radius:4px; background:#3b2f0b; border-left:4px solid #f59e0b; color:#fde68a;}
 .kd-health td {padding:1px 10px 1px 0; font-size:13px;}
-.kd-health td:first-child {color:#b6bcc6;}
+.kd-health td:first-child {color:#b6bcc6; white-space:nowrap; vertical-align:top;}
 .kd-muted {color:#b6bcc6; font-size:13px;}
 .kd-explain {font-size:14px; line-height:1.5;}
 .kd-explain code {font-size:13px;}

@@ -229,8 +229,8 @@ SLICE_TOOLTIPS = {"memory_share_gib": "GPU memory the pod's share entitles it to
                   "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
                                    "KAI's reservation pod)",
                   "dra": "the pod's DRA ResourceClaims"}
-SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 70, "memory_share_gib": 96,
-                "memory_used_gib": 96, "gpu_util": 68, "over_share": 70, "device_source": 96}
+SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 76, "memory_share_gib": 96,
+                "memory_used_gib": 96, "gpu_util": 68, "over_share": 76, "device_source": 96}
 """Fixed widths of the slice table's short columns: pod and job share the rest and wrap, so every column of
 the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
 DRA columns at 1280 and 1440 px)."""
