@@ -396,7 +396,8 @@ def test_default_sim_serves_a_live_cluster(browser):
             assert r.status == 200
         with urlopen(server.url + "metrics", timeout=5) as r:
             assert b"kaidash_" in r.read()
-        p.page.get_by_text(re.compile(r"tick [1-9]\d* · period")).first.wait_for(timeout=30_000)
+        # ticking: the sidebar counts past the first tick ("tick 1 at HH:MM:SS" after the first, never "tick 0")
+        p.page.get_by_text(re.compile(r"tick ([2-9]|[1-9]\d+) at \d\d:\d\d:\d\d")).first.wait_for(timeout=30_000)
         assert p.errors == [] and p.off_loopback() == []
         p.close()
     finally:
