@@ -214,7 +214,8 @@ class Dashboard(pn.viewable.Viewer):
                                      f'live source ({html.escape(self.source.shared.source_label)}).</div>')
         tick = st.tick
         self.sidebar_info.object = (
-            f'<div class="kd-muted">tick {tick.index if tick else "–"} · period {st.period_s:g}s<br>'
+            f'<div class="kd-muted" data-tick="{tick.number if tick else 0}">{display.tick(tick)}<br>'
+            f'period {st.period_s:g}s<br>'
             f'{html.escape(st.metrics_status or "")}</div>')
 
     def _check_announcement(self) -> None:

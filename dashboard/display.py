@@ -106,5 +106,13 @@ def clock(ts, now: Optional[float] = None) -> str:
     return when.strftime("%H:%M:%S") if when.date() == today else when.strftime("%Y-%m-%d %H:%M")
 
 
-__all__ = ["number", "gpus", "percent", "gib", "money", "mib_as_gib", "cores", "resource", "wait", "clock",
+def tick(tick) -> str:
+    """A published tick as a person counts it: "tick 1 at 18:43:05" for the first (``Tick.number``, not the
+    0-based index), "no tick yet" before it."""
+    if tick is None:
+        return "no tick yet"
+    return f"tick {tick.number:,} at {clock(tick.wall_time)}"
+
+
+__all__ = ["number", "gpus", "percent", "gib", "money", "mib_as_gib", "cores", "resource", "wait", "clock", "tick",
            "RESOURCE_SCALE", "GIB"]

@@ -52,7 +52,7 @@ def load_prices(path: str = "") -> GpuPrices:
 
 def eta_config_for(nodes: int) -> EtaConfig:
     """The forward-estimate settings for a cluster of ``nodes`` (docs/eta.md: 5 runs up to a few hundred nodes;
-    3 runs without consolidation, at most 90 s, beyond)."""
+    3 runs without consolidation, at most 90 s of work beyond: time paused for a what-if does not count)."""
     return LARGE_CONFIG if nodes > LARGE_CLUSTER_NODES else EtaConfig()
 
 
@@ -271,7 +271,8 @@ class InsightTracker:
                     self.eta_paused = False
             return engine(snap)
 
-        return estimate_eta(snapshot, workload, config, session=session)
+        # the budget (90 s above 300 nodes) counts work only: time paused for what-ifs would starve the estimate
+        return estimate_eta(snapshot, workload, config, session=session, paused_s=lambda: self.eta_paused_s)
 
     def _estimate(self, snapshot: Snapshot, workload: WorkloadModel) -> None:
         try:

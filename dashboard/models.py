@@ -526,7 +526,7 @@ class WhatIfModel(ViewModel):
             self.base = "live"
             tick = self.state.tick
             self._pinned = tick.snapshot if tick is not None else None
-            self.base_label = (f"live state at tick {tick.index} (cluster time {display.clock(tick.cluster_time)})"
+            self.base_label = (f"live state at tick {tick.number:,} (cluster time {display.clock(tick.cluster_time)})"
                                if tick is not None else "no live state yet")
         self._runner = None
         self._jobs.cancel()                    # a run on the old base must not land on the new one

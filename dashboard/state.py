@@ -49,6 +49,12 @@ class Tick:
     reuse them. A derived tick (a user's scoped view) must start with an empty dict."""
 
     @property
+    def number(self) -> int:
+        """How many ticks the loop has published, this one included (1 for the first): what a page shows as
+        "tick N" (``index`` counts from 0, and "tick 0" after the first tick reads as "nothing happened yet")."""
+        return self.index + 1
+
+    @property
     def scheduled(self) -> Snapshot:
         """The snapshot after the engine's decisions, else the input snapshot."""
         snap = getattr(self.result, "snapshot", None)
@@ -353,4 +359,5 @@ class LiveState(param.Parameterized):
                 "detail": self.source_detail, "metrics": self.metrics_status,
                 "last_tick_wall": self.last_tick_wall, "data_age_s": age, "stale_since": self.stale_since,
                 "error": self.error, "errors_total": self.errors_total,
-                "tick_index": self.tick.index if self.tick is not None else None}
+                "tick_index": self.tick.index if self.tick is not None else None,
+                "ticks": self.tick.number if self.tick is not None else 0}

@@ -190,7 +190,8 @@ def cluster_overview(snapshot: Snapshot, history: Optional[dict[str, pd.DataFram
     ev = evictions_per_queue((history or {}).get("evictions"), now, window_s)
     est = []
     if eta is not None:
-        est = sorted(e.p50_s for e in eta.estimates.values() if not e.never)
+        # a job that arrived after the estimate in a queue without one has no estimate (NaN): left out, not NaN
+        est = sorted(e.p50_s for e in eta.estimates.values() if not e.never and not math.isnan(e.p50_s))
     out: dict[str, Any] = {
         "time": now,
         "pending_jobs": int(by_class["pending_jobs"].sum()),

@@ -396,8 +396,86 @@ def test_default_sim_serves_a_live_cluster(browser):
             assert r.status == 200
         with urlopen(server.url + "metrics", timeout=5) as r:
             assert b"kaidash_" in r.read()
-        p.page.get_by_text(re.compile(r"tick [1-9]\d* · period")).first.wait_for(timeout=30_000)
+        # ticking: the sidebar counts past the first tick ("tick 1 at HH:MM:SS" after the first, never "tick 0")
+        p.page.get_by_text(re.compile(r"tick ([2-9]|[1-9]\d+) at \d\d:\d\d:\d\d")).first.wait_for(timeout=30_000)
         assert p.errors == [] and p.off_loopback() == []
         p.close()
     finally:
         server.stop()
+
+
+HEADER_LINES = """t => { const cols = [...t.querySelectorAll('.tabulator-col[tabulator-field]')]
+    .filter(c => c.offsetWidth > 0 && c.getAttribute('tabulator-field') !== '_index');
+  const title = c => c.querySelector('.tabulator-col-title');
+  const one = Math.min(...cols.map(c => title(c).getBoundingClientRect().height).filter(h => h > 0));
+  return cols.map(c => ({field: c.getAttribute('tabulator-field'), text: title(c).innerText.replace(/\\s+/g, ' '),
+                         lines: Math.round(title(c).getBoundingClientRect().height / one)})); }"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+def test_gpu_slice_table_titles_fit_in_two_lines(seeded, page, size):
+    """The selected node's slice table: every column title reads on at most two lines (a three-line "memory
+    share GiB" pushed the rows down and read as a word list), and the short memory titles keep their full
+    meaning as a tooltip."""
+    server, snap, _ = seeded
+    node = next(t.node for _, t in snap.iter_tasks() if t.is_gpu and t.node and t.status == "running")
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.open(f"{server.url}?view=gpus&node={node}", ready='[data-view="gpus"]')
+    table = page.page.locator(".tabulator", has=page.page.locator('[tabulator-field="memory_share_gib"]')).first
+    table.locator(".tabulator-row").first.wait_for(timeout=60_000)
+    table.scroll_into_view_if_needed()
+    page.page.wait_for_timeout(800)
+    heads = table.evaluate(HEADER_LINES)
+    assert {h["field"] for h in heads} >= {"memory_share_gib", "memory_used_gib", "over_share", "device_source"}
+    assert all(h["lines"] <= 2 for h in heads), heads
+    for field, meaning in (("memory_share_gib", "GPU memory the pod's share entitles it to"),
+                           ("memory_used_gib", "GPU memory the pod uses now")):
+        assert "GiB" in next(h["text"] for h in heads if h["field"] == field)
+        table.locator(f'.tabulator-col[tabulator-field="{field}"]').hover()
+        page.page.locator(".tabulator-tooltip", has_text=meaning).wait_for(timeout=10_000)
+    _shot(page, f"gpus-slices-{size[0]}x{size[1]}")
+    assert page.errors == []
+
+
+CLIPPED_IN_TABLE = """t => [...t.querySelectorAll('.tabulator-col[tabulator-field] .tabulator-col-title, .tabulator-cell')]
+    .filter(c => c.offsetWidth > 0 && c.innerText.trim() && c.scrollWidth > c.clientWidth + 1)
+    .map(c => (c.closest('[tabulator-field]')?.getAttribute('tabulator-field') || '?') + ': ' + c.innerText)"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+def test_whatif_per_queue_diff_shows_whole_titles_and_queue_names(seeded, page, size):
+    """The per-queue before | after | Δ table: "before" and a queue named "infrastructure" read whole (they were
+    cut to "befor" and "infrastructur"), at 1280x720 and 1440x900."""
+    server, snap, _ = seeded
+    assert any(q.name == "infrastructure" for q in snap.queues)
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.open(f"{server.url}?view=whatif", ready='[data-whatif="overrides"]')
+    page.page.locator('[data-whatif="steady"]').wait_for(timeout=60_000)
+    table = page.page.locator(".tabulator", has=page.page.locator('[tabulator-field="fair_share_before"]')).first
+    table.locator(".tabulator-row", has_text="infrastructure").wait_for(timeout=30_000)
+    table.scroll_into_view_if_needed()
+    page.page.wait_for_timeout(500)
+    assert table.evaluate(CLIPPED_IN_TABLE) == []
+    box = table.bounding_box()
+    assert box["x"] + box["width"] <= size[0]                       # no sideways cut at the window's edge
+    _shot(page, f"whatif-queues-{size[0]}x{size[1]}")
+    assert page.errors == []
+
+
+CLIPPED_TITLES = """root => [...root.querySelectorAll('.tabulator-col[tabulator-field] .tabulator-col-title')]
+    .filter(c => c.offsetWidth > 0 && c.innerText.trim() && c.scrollWidth > c.clientWidth + 1)
+    .map(c => c.closest('[tabulator-field]').getAttribute('tabulator-field') + ': ' + c.innerText)"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+@pytest.mark.parametrize("view", ["queues", "gpus", "pending", "whatif"])
+def test_no_table_column_title_is_cut(seeded, page, view, size):
+    """Every table title of the view reads whole at 1280x720 and 1440x900: none cut at its column's edge or under
+    its sort arrow (the queue status panel's titles were, and Pending's "GPUs", the slices' "share")."""
+    server, _, _ = seeded
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.open(f"{server.url}?view={view}", ready=f'[data-view="{view}"]')
+    page.page.locator(".tabulator-row").first.wait_for(timeout=60_000)
+    page.page.wait_for_timeout(1000)
+    cut = [t for table in page.page.locator(".tabulator").all() for t in table.evaluate(CLIPPED_TITLES)]
+    assert cut == [], cut

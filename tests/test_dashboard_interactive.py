@@ -144,6 +144,26 @@ def test_the_eta_estimate_pauses_during_a_what_if_and_resumes_to_the_same_report
     assert tracker.planner.report.sessions == free.planner.report.sessions
 
 
+def test_time_paused_for_a_what_if_does_not_spend_the_estimates_run_budget():
+    """Above 300 nodes the estimate stops adding runs once its budget (90 s) is spent; a what-if session that
+    holds it paused longer than that must not leave it with one run: the budget counts simulation work only."""
+    from scheduler.eta import EtaConfig
+
+    snap = loads_snapshot(SCENARIO)
+    gate = InteractiveGate(linger_s=0.0)
+    config = EtaConfig(runs=3, arrivals=False, use_recorded_durations=False, budget_s=1.0)
+    tracker = InsightTracker(gate=gate, config=config)
+    with gate.hold("what-if"):
+        tracker.observe(snap, snap, None)
+        assert _until(lambda: tracker.eta_paused)
+        time.sleep(1.5)                                    # paused longer than the whole budget
+    tracker.wait(120)
+    report = tracker.planner.report
+    assert tracker.eta_paused_s >= 1.45 and report.wall_ms >= 1450
+    assert report.runs == 3, report.notes
+    assert not any("budget" in n for n in report.notes)
+
+
 def test_a_re_estimate_in_flight_says_it_is_paused_and_the_last_report_stays():
     from scheduler.sources.synthetic import generate_scenario
 

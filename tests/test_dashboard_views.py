@@ -79,6 +79,7 @@ def test_update_table_appends_new_rows_without_rebuilding_the_others():
     assert {"ColumnsStreamedEvent:data", "ColumnsPatchedEvent:data"} <= set(events), events
     assert "ModelChangedEvent:data" not in events and "ColumnDataChangedEvent:" not in events, events
     assert t.selection == [1]                            # streamed and patched: the rows were not replaced
+    assert model.follow is False        # the browser keeps its scroll position (follow scrolls to the new rows)
     assert common.update_table(t, grown.copy()) == "same"
     gone = grown.drop(index="j2")                        # a row left: Tabulator gets the rows anew
     assert common.update_table(t, gone) == "replaced"
@@ -210,6 +211,18 @@ def test_queue_table_shows_memory_in_gib_and_cpu_in_cores(state):
     assert shown.loc["a", "limit"] == -1                         # unlimited stays unlimited
 
 
+def test_queue_history_says_to_pick_a_queue_until_one_is_picked(state):
+    """With no queue selected the history chart asks for a click; "No history for this queue yet" read as if
+    the selected (none) queue had a problem. A picked queue with one point says why there is no line."""
+    view = QueuesView(state)
+    view.__panel__()
+    view._update_detail()
+    assert view.history.empty.visible and view.history.empty.text.startswith("Click a queue")
+    view.selection.queue = "a"
+    view._update_detail()
+    assert view.history.empty.visible and "Click a queue" not in view.history.empty.text
+
+
 def _contrast(fg: str, bg: str) -> float:
     def lum(hex_colour: str) -> float:
         c = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
@@ -242,6 +255,16 @@ def test_charts_never_zoom_on_the_wheel():
     for chart in (plots.share_bars(), plots.TimeSeries("GPUs")):
         assert chart.fig.toolbar.active_scroll is None
         assert not any(isinstance(t, WheelZoomTool) for t in chart.fig.tools)
+
+
+def test_grouped_bars_name_queues_under_the_bars_and_series_in_the_legend_only():
+    """Four series names under each queue's bars overlapped into one unreadable line at 1280 px: the axis keeps
+    the queue (group) labels and hides the series (the legend above names them), whatever the common style sets."""
+    chart = plots.share_bars()
+    axis = chart.fig.xaxis[0]
+    assert axis.major_label_text_font_size in ("0px", "0pt") and axis.group_text_font_size == "12px"
+    legend = chart.fig.legend[0]
+    assert legend in chart.fig.above and legend.orientation == "horizontal"
 
 
 # -------------------------------------------------------------------------------------------------- what-if
@@ -541,3 +564,61 @@ def test_slice_table_flags_over_share_in_red_words_and_fits_fixed_widths(state):
     other = GpusView(state)
     other.__panel__()
     assert other.node_table.formatters["over_share"] is not cell      # one Bokeh model per session's table
+
+
+def test_the_first_tick_reads_tick_1_with_its_clock_time_everywhere(snapshot):  # noqa: F811
+    """After the loop's first tick the page says "tick 1" (a person's count), with the tick's clock time, in
+    the sidebar, Overview's loop health, the what-if base and the Snapshot page; never "tick 0"."""
+    from dashboard.app import Dashboard
+    from dashboard.views.overview import health_html
+
+    st = LiveState()
+    app = Dashboard(st)
+    app.__panel__()
+    assert "no tick yet" in app.sidebar_info.object and 'data-tick="0"' in app.sidebar_info.object
+    assert "none yet" in health_html(st.health())
+    publish_snapshot(st, snapshot, "test scenario")
+    app._update_status()
+    when = display.clock(st.tick.wall_time)
+    assert f"tick 1 at {when}" in app.sidebar_info.object and 'data-tick="1"' in app.sidebar_info.object
+    assert "tick 0" not in app.sidebar_info.object
+    assert st.health()["ticks"] == 1 and st.health()["tick_index"] == 0       # /readyz keeps the 0-based index
+    assert f"{when} (tick 1;" in health_html(st.health())
+    for view in ("whatif", "snapshot"):
+        app.selection.view = view
+    whatif, snap_view = app.views["whatif"], app.views["snapshot"]
+    whatif.model.pin()
+    assert whatif.model.base_label.startswith("live state at tick 1 (")
+    snap_view.__panel__()
+    snap_view._update()
+    assert f"tick 1 at {when}" in snap_view.current.object
+
+
+def test_settings_show_only_the_options_the_selected_source_reads(state):  # noqa: F811
+    """A kube context or a snapshot path typed while "sim" is selected did nothing: the form shows the options of
+    the selected source (and the ones every source reads), and the node count is a number input."""
+    from dashboard.views.settings import SettingsView
+
+    view = SettingsView(state)
+    view.__panel__()
+    shown = lambda: {n for n, w in view.form._widgets.items() if w.visible and n != "name"}  # noqa: E731
+    always = {"source", "prometheus", "period_s"}
+    assert shown() == always | {"seed", "nodes", "sim_step_s", "demo_extensions"}
+    assert isinstance(view.form._widgets["nodes"], pn.widgets.IntInput)
+    view.options.source = "kube"
+    assert shown() == always | {"context"}
+    view.options.source = "snapshot"
+    assert shown() == always | {"snapshot"}
+    view.options.source = "trace"
+    assert shown() == always | {"trace", "sim_step_s"}
+    view.options.source = "sim"
+    assert "context" not in shown() and "seed" in shown()
+
+
+def test_the_snapshot_file_input_is_labelled_for_people(state):  # noqa: F811
+    """The file input's visible label says what to choose (it read "snapshot-file", an identifier)."""
+    from dashboard.views.snapshot import SnapshotView
+
+    view = SnapshotView(state)
+    label = view.upload.label if hasattr(view.upload, "label") else view.upload.name
+    assert label.startswith("Snapshot file") and ".zip" in label

@@ -126,6 +126,32 @@ def test_without_recorded_durations_the_history_decides(snap):
     assert [o.p10_s for o in other.estimates.values()] != [e.p10_s for e in report.estimates.values()]
 
 
+def test_the_run_budget_counts_work_not_time_the_caller_held_the_estimate_paused(snap):
+    """A dashboard's estimate waits while a what-if computes (its session blocks); that wait is not simulation
+    work and must not use up ``budget_s``: with the pause reported, every run is made; without, the pause alone
+    spends the budget after the first run (and the report says so)."""
+    import time
+
+    from scheduler.engine import run_session
+
+    config = EtaConfig(runs=3, arrivals=False, use_recorded_durations=False, budget_s=1.0)
+    paused = [0.0]
+
+    def session(s):
+        if paused[0] == 0.0:                 # one long pause before the first engine session (a what-if)
+            time.sleep(1.5)
+            paused[0] = 1.5
+        return run_session(s)
+
+    report = estimate_eta(snap, None, config, session=session, paused_s=lambda: paused[0])
+    assert report.runs == 3 and not any("budget" in n for n in report.notes)
+    assert report.wall_ms >= 1500                                  # the report's wall time still includes it
+    assert report["b1"].p50_s == estimate_eta(snap, None, config)["b1"].p50_s     # same runs, same answer
+    paused[0] = 0.0
+    unreported = estimate_eta(snap, None, config, session=session)
+    assert unreported.runs == 1 and "1 of 3 runs within the 1 s budget" in unreported.notes
+
+
 def test_no_history_at_all_is_said(snap):
     report = estimate_eta(snap, None, EtaConfig(runs=2, use_recorded_durations=False))
     assert report.running["a"].duration_source == ASSUMED
@@ -236,6 +262,25 @@ def test_planner_rebases_between_estimates_and_knows_when_to_refresh(snap):
     much_later.time = T0 + 1300                    # b1 still waiting past its p90 (1,260 s)
     assert planner.due(much_later)
     assert rebase(planner.report, much_later)["b1"].p50_s == 0
+
+
+def test_a_job_that_arrived_after_the_estimate_is_unknown_not_beyond_the_horizon(snap):
+    """A job arriving after the estimate in a queue that had no estimated waiting job has no estimate yet (NaN):
+    its queue's expected wait is unknown (NaN, "no estimate yet"), not +Inf ("beyond 8 h", which fires a
+    ``kaidash_queue_estimated_wait_seconds > 4 h`` alert), and the other jobs' estimates still count."""
+    from scheduler.waits import cluster_overview
+
+    planner = EtaPlanner(EtaConfig(arrivals=False))
+    planner.refresh(snap)
+    arrived = loads_snapshot(CLUSTER.replace("jobs:\n", f"jobs:\n  - {{name: late, queue: small, creation_time: "
+                                                        f"{T0 + 50}, tasks: [{{name: late-0, gpu: 1}}]}}\n"))
+    arrived.time = T0 + 100
+    current = planner.current(arrived)
+    assert math.isnan(current["late"].p50_s) and current["late"].provisional
+    assert math.isnan(current.queue_wait_s("small"))
+    assert current.queue_wait_s("team") == (1160 + 1760) / 2                    # b1, b2; huge never starts
+    overview = cluster_overview(arrived, eta=current)
+    assert overview["est_wait_median_s"] == (1160 + 1760) / 2                  # was NaN: "no estimate yet"
 
 
 def test_planner_runs_in_the_background_once_at_a_time(snap):

@@ -4,6 +4,7 @@ The ScheduleResult is built by hand (the engine is not needed): expected numbers
 tests/metrics_scenario.py (snapshot time 1767225600).
 """
 
+import math
 from pathlib import Path
 
 import pytest
@@ -237,6 +238,22 @@ def test_wait_eta_and_cost_series(result):
     assert ("kaidash_cost_total", (("category", "idle_allocated"), ("currency", "USD"), ("period", "1d"))) not in p
     assert value(p, "kaidash_cost_total", category="capacity", period="30d", currency="USD") == pytest.approx(
         16 * 4.0 + 4 * 0.8)
+
+
+def test_a_queue_whose_waiting_jobs_have_no_estimate_yet_has_no_estimated_wait_series(result):
+    """The vision job arrived after the estimate (provisional, NaN): no series for vision rather than +Inf,
+    which an "estimated wait > 4 h" alert (docs/metrics.md) would page on."""
+    import dataclasses
+
+    eta = _eta()
+    unknown = dataclasses.replace(eta.estimates["vision-sweep"], p10_s=math.nan, p50_s=math.nan, p90_s=math.nan,
+                                  provisional=True, runs=0, started_runs=0)
+    eta = dataclasses.replace(eta, estimates={"vision-sweep": unknown})
+    m = KaidashMetrics()
+    m.update(result, gpu_frame(result.snapshot), eta=eta, now=1767225601.0)
+    p = parse(m)
+    assert ("kaidash_queue_estimated_wait_seconds", (("queue", "vision"),)) not in p
+    assert value(p, "kaidash_queue_estimated_wait_seconds", queue="serving") == 0      # none waits: 0
 
 
 def test_series_without_their_inputs_are_not_reported(result):

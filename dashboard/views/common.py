@@ -46,7 +46,7 @@ CSS = """
 .kd-note {padding:6px 12px; border-radius:4px; background:rgba(96,165,250,.12); border-left:4px solid #60a5fa;}
 .kd-private {padding:6px 12px; border-radius:4px; background:#3b2f0b; border-left:4px solid #f59e0b; color:#fde68a;}
 .kd-health td {padding:1px 10px 1px 0; font-size:13px;}
-.kd-health td:first-child {color:#b6bcc6;}
+.kd-health td:first-child {color:#b6bcc6; white-space:nowrap; vertical-align:top;}
 .kd-muted {color:#b6bcc6; font-size:13px;}
 .kd-explain {font-size:14px; line-height:1.5;}
 .kd-explain code {font-size:13px;}
@@ -243,11 +243,16 @@ def update_table(widget: pn.widgets.Tabulator, df) -> str:
 
 def _append_rows(widget: pn.widgets.Tabulator, rows) -> None:
     """Add ``rows`` at the end of the table: the browser's Tabulator adds them and leaves the rows on screen as
-    they are (a new value would rebuild every row). What ``Tabulator.stream`` does, for a frame keyed by
-    strings (``stream`` assumes a numeric index)."""
+    they are (a new value would rebuild every row), and the scroll position where the user left it. What
+    ``Tabulator.stream(..., follow=False)`` does, for a frame keyed by strings (``stream`` assumes a numeric
+    index)."""
     import pandas as pd
 
     combined = pd.concat([widget.value, rows])
+    for ref, (model, _) in widget._models.copy().items():
+        # Tabulator's ``follow`` (on by default) scrolls the browser's table to the new rows: a job arriving at
+        # the end of Pending's longest-first list scrolled the longest waits out of sight
+        widget._apply_update([], {"follow": False}, model, ref)
     with param.discard_events(widget):
         widget.value = combined
     _, data = widget._process_df_and_convert_to_cds(rows)

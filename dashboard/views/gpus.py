@@ -216,18 +216,21 @@ NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "all
                      "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
 SLICE_COLUMNS = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
                  "gpu_util", "over_share", "device_source", "dra"]
-SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "memory share GiB",
-                "memory_used_gib": "memory used GiB", "gpu_util": "util", "over_share": "over share",
+SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "share GiB",
+                "memory_used_gib": "used GiB", "gpu_util": "util", "over_share": "over share",
                 "device_source": "device from", "dra": "DRA claim"}
-SLICE_TOOLTIPS = {"memory_share_gib": "the GPU memory the pod's share entitles it to (GiB)",
+"""Short titles (two lines at most in their fixed widths: "memory share GiB" took three); the full meaning of
+the memory columns is their tooltip."""
+SLICE_TOOLTIPS = {"memory_share_gib": "GPU memory the pod's share entitles it to (GiB): share × the GPU's memory",
                   "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
+                  "gpu_util": "utilisation from DCGM: the pod's where the exporter attributes it, else its GPU's",
                   "over_share": "uses more GPU memory than its share: KAI does not isolate it (OOM risk for "
                                 "the GPU's other pods)",
                   "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
                                    "KAI's reservation pod)",
                   "dra": "the pod's DRA ResourceClaims"}
-SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 70, "memory_share_gib": 96,
-                "memory_used_gib": 96, "gpu_util": 68, "over_share": 70, "device_source": 96}
+SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 76, "memory_share_gib": 96,
+                "memory_used_gib": 96, "gpu_util": 68, "over_share": 76, "device_source": 96}
 """Fixed widths of the slice table's short columns: pod and job share the rest and wrap, so every column of
 the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
 DRA columns at 1280 and 1440 px)."""

@@ -19,9 +19,8 @@ def health_html(h: dict, cycle_ms: float | None = None) -> str:
     The data age is in the header, where the browser counts it up."""
     status = badge(h["status"], STATUS_COLOURS.get(h["status"], "#4b5563"))
     rows = [("source", html.escape(h["label"] or h["source"])), ("status", status),
-            ("last tick", f'{display.clock(h["last_tick_wall"])} (tick '
-                          f'{h["tick_index"] if h["tick_index"] is not None else "–"}; '
-                          'the header counts the data age)'),
+            ("last tick", f'{display.clock(h["last_tick_wall"])} (tick {h["ticks"]:,}; '
+                          'the header counts the data age)' if h["ticks"] else "none yet"),
             ("cycle", "–" if cycle_ms is None else f"{cycle_ms:,.0f} ms"),
             ("metrics", html.escape(h["metrics"] or "–")),
             ("detail", html.escape(h["detail"] or "–"))]

@@ -75,7 +75,7 @@ class PendingView(View):
                            stylesheets=[TABLE_CSS, WRAP_CSS], name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
                            # waiting and GPUs: wide enough for the title beside its sort arrow
-                           widths={"job": 170, "queue": 86, "wait_s": 86, "gpus_requested": 66, "reason": 196,
+                           widths={"job": 170, "queue": 86, "wait_s": 86, "gpus_requested": 72, "reason": 196,
                                    "eta": 180},
                            selectable=1, row_content=self._row_detail, embed_content=False,
                            empty="No job is waiting: every job has what it asked for.")

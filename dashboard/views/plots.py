@@ -87,7 +87,6 @@ class GroupedBars:
                           legend_field="series")
         self.fig.add_tools(HoverTool(renderers=[r], tooltips=[("queue", "@category"), ("", "@series"),
                                                               ("value", "@value{0,0.[00]}")]))
-        self.fig.xaxis.major_label_text_font_size = "0pt"     # series names: the legend says them
         self.fig.xaxis.group_text_font_size = "12px"
         self.fig.xaxis.group_text_color = TEXT_ON_DARK
         self.fig.xaxis.major_tick_line_color = None
@@ -100,6 +99,9 @@ class GroupedBars:
         self.fig.center = [m for m in self.fig.center if m is not legend]
         self.fig.add_layout(legend, "above")
         _style(self.fig)
+        # after _style (which sizes every axis label): the series names under each bar overlapped one another
+        # at 1280 px ("deservedfair shaallocated..."); the legend above says them
+        self.fig.xaxis.major_label_text_font_size = "0px"
         self.empty = _empty_label(self.fig, empty)
         self._factors: list = []
 

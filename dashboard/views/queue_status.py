@@ -75,6 +75,10 @@ class QueueStatusPanel(pn.viewable.Viewer):
         self.table = table(status_frame(empty), height=None, max_height=300,
             titles=TITLES, header_tooltips=TOOLTIPS, name="queue-status", frozen_columns=["queue"],
             formatters=self._formatters("USD"), min_width=56, layout="fit_columns", widths=WIDTHS,
+            # no sort arrows: in these narrow columns they sat on the wrapped titles' words (a queue per row, in
+            # the tree's order, is short enough to read without sorting)
+            configuration={"columnDefaults": {"headerWordWrap": True, "minWidth": 56, "tooltip": True,
+                                              "headerSort": False}},
             empty="No queue status yet (the first tick)")
         self._layout = pn.Card(self.note, self.table, title="Queue status: waiting, expected wait, waits of started "
                                "jobs (24 h), gangs, evictions, waste cost", sizing_mode="stretch_width",

@@ -56,6 +56,10 @@ def display_frame(df, resource: str):
     return out
 
 
+NO_HISTORY = "No history for this queue yet"
+PICK_QUEUE = "Click a queue in the table above to see its history"
+
+
 class QueuesView(View):
     """The queue tree and, for the selected queue, its jobs and history."""
 
@@ -89,7 +93,7 @@ class QueuesView(View):
                                       "next_cycle": {"type": "textarea"}},
                           widths={"nodes": 160, "reason": 200, "job": 230, "next_cycle": 190}, name="queue-jobs",
                           empty="No queue selected, or no jobs in it")
-        self.history = TimeSeries("GPUs", height=220, empty="No history for this queue yet")
+        self.history = TimeSeries("GPUs", height=220, empty=PICK_QUEUE)
         self.legend = pn.pane.HTML(" ".join(badge(k, v) for k, v in STATE_COLOURS.items())
                                    + '<span class="kd-muted"> · hover a column title for what it means · alloc / '
                                      'fair = KAI\'s queue order key (lowest first) · ∞ = unlimited</span>')
@@ -177,6 +181,8 @@ class QueuesView(View):
         # Only a selected queue's jobs: all jobs of a large cluster are a big table to send with every page.
         update_table(self.jobs, self._jobs_frame(q) if q and len(row) else self._jobs_frame("").iloc[0:0])
         hist = m.history(q) if q else None
+        # with no queue selected there is nothing to have history of: say what to do, not "no history yet"
+        self.history.too_few[0] = NO_HISTORY if q and len(row) else PICK_QUEUE
         if hist is not None and len(hist):
             import pandas as pd
 

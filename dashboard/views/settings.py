@@ -15,6 +15,12 @@ from .base import View
 from .common import widget_args
 
 
+ONLY_FOR = {"context": ("kube",), "snapshot": ("snapshot",), "trace": ("trace",), "seed": ("sim",),
+            "nodes": ("sim",), "demo_extensions": ("sim",), "sim_step_s": ("sim", "trace")}
+"""The options that act on some sources only; the form shows them for those (a kube context typed while "sim"
+is selected did nothing, silently). The source, the Prometheus URL and the period act on every source."""
+
+
 class SettingsView(View):
     """Source, kube context, snapshot file, Prometheus URL, period. Apply runs them in this session only (a
     private loop); with the source-admin role, "Apply for everyone" restarts the shared loop and tells every
@@ -37,6 +43,8 @@ class SettingsView(View):
                         widgets={"source": {"type": pn.widgets.RadioButtonGroup,
                                             **widget_args(button_type="primary", button_style="outline")},
                                  "period_s": {"type": pn.widgets.FloatInput, "step": 0.5},
+                                 # an input: a 1-10,000 slider sat at its left end for 64 and moved by hundreds
+                                 "nodes": {"type": pn.widgets.IntInput, "step": 8},
                                  "sim_step_s": {"type": pn.widgets.FloatInput, "step": 5}},
                         show_name=False, width=460)
         self.apply_btn = pn.widgets.Button(**widget_args(label="Apply in my session", button_type="primary",
@@ -54,7 +62,10 @@ class SettingsView(View):
                "Changing the shared source for everyone needs the <b>source-admin</b> role of the access map.")
         self.message = pn.pane.HTML("", sizing_mode="stretch_width")
         self.cli = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.form = form
         o.param.watch(lambda *_: self._update(), list(o.param))
+        o.param.watch(lambda *_: self._show_relevant(), "source")
+        self._show_relevant()
         intro = pn.pane.HTML(f'<div class="kd-muted">Apply runs these options in <b>your session only</b>: '
                              f'everyone else keeps the shared live view. {who}</div>', sizing_mode="stretch_width")
         return pn.Row(pn.Card(pn.Column(intro, form, pn.Row(self.apply_btn, self.back_btn), self.share_btn,
@@ -62,6 +73,11 @@ class SettingsView(View):
                       pn.Card(self.cli, title="Same thing from the command line", sizing_mode="stretch_width",
                               collapsible=False),
                       sizing_mode="stretch_width")
+
+    def _show_relevant(self) -> None:
+        """Show only the options the selected source reads."""
+        for name, sources in ONLY_FOR.items():
+            self.form._widgets[name].visible = self.options.source in sources
 
     def apply(self, shared: bool = False) -> None:
         """Run the form's options in this session (``shared``: restart the shared loop, source-admin only)."""

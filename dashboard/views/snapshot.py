@@ -15,7 +15,7 @@ import panel as pn
 from scheduler.errors import KaidashError
 from scheduler.snapshot_io import dumps_snapshot, load_snapshot
 
-from .. import models as M
+from .. import display, models as M
 from ..auth import may_import
 from ..models import ViewModel
 from .base import View
@@ -38,6 +38,9 @@ def load_uploaded(filename: str, data: bytes):
         return load_snapshot(path)
 
 
+UPLOAD_LABEL = "Snapshot file (.yaml, .yml, .json or a KAI .zip)"
+
+
 class SnapshotView(View):
     """Import a snapshot into this session (or, with the source-admin role, for everyone) and export what is
     on screen."""
@@ -52,7 +55,8 @@ class SnapshotView(View):
     def _build(self):
         shared_ok = self.source is not None and self.source.may_change_shared
         self.upload = pn.widgets.FileInput(accept=".yaml,.yml,.json,.zip", multiple=False,
-                                           **widget_args(label="snapshot-file"),
+                                           # the visible label (Panel 1.9 shows it; "snapshot-file" read as a bug)
+                                           **widget_args(label=UPLOAD_LABEL),
                                            disabled=not may_import(self.state))
         self.load_btn = pn.widgets.Button(**widget_args(label="Load into my session", button_type="primary"))
         self.load_btn.on_click(lambda e: self.import_file())
@@ -88,7 +92,6 @@ class SnapshotView(View):
                                            '<code>/get-snapshot</code>. It '
                                            'opens in <b>your session only</b> (static) until you go back; everyone '
                                            f'else keeps the live view. {who}</div>'),
-                              pn.pane.HTML("<b>Snapshot file</b> (.yaml, .yml, .json or a KAI .zip)"),
                               self.upload, pn.Row(self.load_btn, self.back_btn),
                               pn.Row(self.share_btn, self.share_back_btn), self.message),
                     title="Import", sizing_mode="stretch_width", collapsible=False),
@@ -175,5 +178,5 @@ class SnapshotView(View):
             return
         s = tick.snapshot
         self.current.object = (f'<div class="kd-explain">Current: <b>{html.escape(st.source_label)}</b> · '
-                               f'{len(s.nodes)} nodes, {len(s.queues)} queues, {len(s.jobs)} jobs · tick {tick.index}'
+                               f'{len(s.nodes)} nodes, {len(s.queues)} queues, {len(s.jobs)} jobs · {display.tick(tick)}'
                                f'</div>')

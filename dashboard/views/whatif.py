@@ -46,6 +46,11 @@ GROUPS = {"Fair share (GPUs)": ["fair_share_before", "fair_share_after", "fair_s
           "Jobs still pending": ["pending_before", "pending_after", "pending_delta"]}
 QUEUE_TITLES = {c: {"before": "before", "after": "after", "delta": "Δ"}[c.rsplit("_", 1)[1]]
                 for cols in GROUPS.values() for c in cols}
+CONTROLS_WIDTH = 310
+QUEUE_WIDTHS = {"queue": 108, **{c: {"before": 54, "after": 52, "delta": 42}[c.rsplit("_", 1)[1]]
+                                 for cols in GROUPS.values() for c in cols}}
+"""The per-queue diff's widths: "before" and a queue name as long as "infrastructure" whole, and the table within
+the result column at 1280 px (the controls are :data:`CONTROLS_WIDTH` wide); they clipped at 96/50 px."""
 PLACEMENT_NOTE = ("<b>Only pending jobs move.</b> KAI never moves a running pod to improve placement, so a new "
                   "strategy changes nothing until jobs start. Tick <i>re-place running work</i> to compare the "
                   "whole cluster placed from scratch both ways. <i>fragaware</i>: kaidash's fragmentation-aware "
@@ -158,10 +163,11 @@ class WhatIfView(View):
             pn.pane.HTML("<b>Queue</b>"), self.queue, self.quota, self.limit, self.no_limit, self.weight,
             self.priority, self.range_note,
             pn.pane.HTML("<b>Nodes</b>"), self.pool, self.nodes,
-            pn.pane.HTML("<b>Placement</b> (GPU strategy, GPU device order)"), self.placement, self.order,
+            pn.pane.HTML("<b>Placement</b> (GPU strategy, GPU device order)"), self.placement,
+            pn.pane.HTML('<div style="margin-bottom:-6px">GPU device order</div>'), self.order,
             self.replace, pn.pane.HTML(f'<div class="kd-muted" style="font-size:12px">{PLACEMENT_NOTE}</div>'),
             pn.pane.HTML("<b>Fair share and demand</b>"), self.k_value, self.demand,
-            self.download, width=330)
+            self.download, width=CONTROLS_WIDTH)
         self.changes = pn.pane.HTML("", sizing_mode="stretch_width")
         self.outcome = pn.pane.HTML("", sizing_mode="stretch_width")
         self.summary = table(pd.DataFrame(columns=["metric", "before", "after", "delta"]), height=None,
@@ -171,8 +177,7 @@ class WhatIfView(View):
                              empty="No result: see the message above")
         self.queues = table(pd.DataFrame(columns=WhatIfModel.QUEUE_DIFF_COLUMNS), height=None, name="whatif-queues",
                             titles=QUEUE_TITLES, groups=GROUPS, frozen_columns=["queue"], layout="fit_columns",
-                            widths={"queue": 96, **{c: 36 if c.endswith("delta") else 50
-                                                    for cols in GROUPS.values() for c in cols}},
+                            widths=QUEUE_WIDTHS,
                             configuration={"columnDefaults": {"headerWordWrap": True, "minWidth": 42,
                                                               "tooltip": True, "headerSort": False}},
                             formatters=number_formatters(["fair_share_before", "fair_share_after",

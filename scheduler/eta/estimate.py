@@ -11,7 +11,9 @@ or than the cluster's GPUs.
 
 Cost: each run is at most ``cycles_per_segment × segments`` sessions (70 with the defaults and an 8 h horizon);
 a run stops as soon as every waiting job has started. With nothing random (every duration recorded, no arrival
-model) one run is enough and only one is made. ``budget_s`` stops adding runs once spent (at least one).
+model) one run is enough and only one is made. ``budget_s`` stops adding runs once spent (at least one); time
+the caller held the estimate paused (``paused_s``: a dashboard's estimate waits while a what-if computes) does
+not count against it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time as _wallclock
 from collections import Counter
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from ..fairshare import cluster_total, min_node_gpu_memory_mib
 from ..joblog import is_allocated, is_waiting, job_gpus, job_shape
@@ -41,7 +43,8 @@ class EtaConfig:
     ``arrivals``: model arrivals from the history; ``use_recorded_durations``: trust ``Job.duration_s`` where
     set (a simulated cluster has it; a real one does not); ``seed``: the draws; ``actions``: the engine's action
     list for forward sessions (None = the snapshot's; leaving out ``consolidation`` is 5x cheaper on 1,000
-    nodes, see docs/eta.md); ``budget_s``: wall-clock seconds after which no further run starts.
+    nodes, see docs/eta.md); ``budget_s``: seconds of work after which no further run starts (wall clock, less
+    the time the caller paused the estimate: :func:`estimate_eta`'s ``paused_s``).
     """
 
     runs: int = 5
@@ -77,11 +80,14 @@ def never_reason(job: Job, snapshot: Snapshot, gpus: float) -> Optional[str]:
 
 
 def estimate_eta(snapshot: Snapshot, workload: Optional[WorkloadModel] = None,
-                 config: Optional[EtaConfig] = None, *, session: Any = None) -> EtaReport:
+                 config: Optional[EtaConfig] = None, *, session: Any = None,
+                 paused_s: Optional[Callable[[], float]] = None) -> EtaReport:
     """Estimate when every waiting job of ``snapshot`` starts (see the module doc). ``snapshot`` is not modified.
 
     ``workload``: durations and arrivals from the history (``WorkloadModel.from_log(log)``); None = no history
     (recorded durations, else the assumed distribution; no arrivals). ``session`` replaces the engine call.
+    ``paused_s``: the seconds ``session`` has spent paused so far in this estimate (waiting for interactive work,
+    not simulating); ``config.budget_s`` counts the wall clock less them, so a long pause does not cost runs.
     """
     config = config or EtaConfig()
     workload = workload or WorkloadModel()
@@ -125,7 +131,7 @@ def estimate_eta(snapshot: Snapshot, workload: Optional[WorkloadModel] = None,
         outcome = forward_run(snap, arrivals, targets, plan, session=session,
                               reasons=reasons if r == 0 else None)
         outcomes.append(outcome)
-        if config.budget_s is not None and _wallclock.perf_counter() - t0 > config.budget_s:
+        if config.budget_s is not None and _worked_s(t0, paused_s) > config.budget_s:
             break
 
     estimates = {}
@@ -167,6 +173,11 @@ def estimate_eta(snapshot: Snapshot, workload: Optional[WorkloadModel] = None,
                      horizon_s=config.horizon_s,
                      arrivals_per_h={q: r * 3600 for q, r in workload.rates_per_s.items()} if config.arrivals else {},
                      notes=notes, made_at=_wallclock.time())
+
+
+def _worked_s(t0: float, paused_s: Optional[Callable[[], float]]) -> float:
+    """Wall-clock seconds since ``t0`` less the seconds the caller's session spent paused."""
+    return _wallclock.perf_counter() - t0 - (paused_s() if paused_s is not None else 0.0)
 
 
 def _elapsed(job: Job, now: float) -> float:

@@ -169,9 +169,11 @@ class EtaReport:
         return pd.DataFrame(rows, columns=QUEUE_COLUMNS)
 
     def queue_wait_s(self, queue: str) -> float:
-        """The median expected wait of ``queue``'s waiting jobs (seconds; 0 when none waits)."""
-        p50 = sorted(e.p50_s for e in self.estimates.values() if e.queue == queue and not e.never)
-        return _median(p50) if p50 else 0.0
+        """The median expected wait of ``queue``'s waiting jobs (seconds; 0 when none waits; NaN when none of
+        them has an estimate yet: jobs that arrived after the estimate in a queue it had no waiting job of)."""
+        mine = [e.p50_s for e in self.estimates.values() if e.queue == queue and not e.never]
+        known = sorted(p for p in mine if not math.isnan(p))
+        return _median(known) if known else (math.nan if mine else 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready document (inf written as null)."""

@@ -16,6 +16,7 @@ computed here from what the loop passes in: ``history`` (the job log's frames), 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any, Iterable, Mapping, Optional
@@ -313,9 +314,12 @@ def wait_families(snap: Snapshot, history: Optional[Mapping[str, pd.DataFrame]],
     if eta is not None:
         est = GaugeMetricFamily("kaidash_queue_estimated_wait_seconds",
                                 "Median expected wait of the queue's waiting jobs (ETA by forward simulation; "
-                                "+Inf beyond the horizon; 0 when none waits).", labels=["queue"])
+                                "+Inf beyond the horizon; 0 when none waits; absent while none of its waiting "
+                                "jobs has an estimate yet).", labels=["queue"])
         for q in depth["queue"]:
-            est.add_metric([q], float(eta.queue_wait_s(q)))
+            wait = float(eta.queue_wait_s(q))
+            if not math.isnan(wait):
+                est.add_metric([q], wait)
         out.append(est)
         made = getattr(eta, "made_at", None)
         if made is not None:
