@@ -1247,6 +1247,7 @@ class Session:
         if self.nodes.n == 0:
             return -1  # an empty cluster (e.g. nodes not readable yet): nothing fits anywhere
         if self.predicates_apply:
+            self.predicates.note_pre_filter(i)   # KAI: PrePredicateFn, then the node order's PreScore
             self.predicates.note_node_search(i)
         if fit is not None:
             fits = fit.fits if allowed is None else fit.fits & allowed
