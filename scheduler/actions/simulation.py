@@ -289,7 +289,12 @@ def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]
     if not tasks:
         return False
     if not may_fit(session, tasks):
-        return False  # no node has the GPUs: fails like the node search below would, without side effects
+        # no node has the GPUs: fails like the node search below would, with its session-long marks (KAI runs the
+        # first task's pre-filter and pre-score before finding no node)
+        if session.predicates_apply:
+            session.predicates.note_pre_filter(tasks[0])
+            session.predicates.note_node_search(tasks[0])
+        return False
     if session.job_over_capacity(j, tasks) is not None:
         return False
     plan = topology.plan(session, j, tasks)  # KAI's topology plugin: one domain after another

@@ -1015,9 +1015,14 @@ class Session:
         k = self.kind_list[i]
         shared_fit = task_mem = cap_ok = None
         if k == KIND_NONE:
-            gpu_ok = None
-            fits = ready & cpu_ok & mem_ok & pods_ok
-            idle_fit = fits & base_idle
+            # KAI compares the whole request vector, GPUs too (0 <= the node's GPUs): a node whose idle (or idle
+            # + releasing) whole GPUs went negative — a shared GPU opened without an idle one, as KAI's own
+            # accounting does — takes no CPU-only pod on idle (it is pipelined) or at all (node_info.go
+            # lessEqualTaskToNodeResources).
+            gpu_idle = iT[GPU] - ns.mig_eq_idle[rows] if self._mig_nodes else iT[GPU]
+            gpu_ok = self._whole_free(fT[GPU], rows) >= 0
+            fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
+            idle_fit = fits & base_idle & (gpu_idle >= 0)
             local = self._cpu_local(fT[CPU], ns.allocatable[rows, CPU]) + np.where(ns.cpu_only[rows], scores.RESOURCE_TYPE, 0.0)
             if self.config.placement.gpu == "binpack":  # gpusharingorder: 0 GPU memory fits every shared GPU
                 local = local + np.where(ns.shared_gpu_in_use(rows), scores.GPU_SHARING, 0.0)
@@ -1115,6 +1120,10 @@ class Session:
         fits = self._node_ready[n] and f1 >= cpu and f2 >= mem and f3 >= 1
         idle = i1 >= cpu and i2 >= mem and i3 >= 1
         if self.kind_list[i] == KIND_NONE:
+            if self._mig_nodes:
+                f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])
+            fits = fits and f0 >= 0   # the GPU entry of KAI's request vector (see _eval)
+            idle = idle and i0 >= 0
             one = self._cpu_one
             local = (one(f1, self._node_cpu[n], self._max_cpu) if one is not None else
                      float(self._cpu_local(np.array([f1]), ns.allocatable[n:n + 1, CPU])[0]))
@@ -1238,6 +1247,7 @@ class Session:
         if self.nodes.n == 0:
             return -1  # an empty cluster (e.g. nodes not readable yet): nothing fits anywhere
         if self.predicates_apply:
+            self.predicates.note_pre_filter(i)   # KAI: PrePredicateFn, then the node order's PreScore
             self.predicates.note_node_search(i)
         if fit is not None:
             fits = fit.fits if allowed is None else fit.fits & allowed

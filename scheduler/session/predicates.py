@@ -102,6 +102,8 @@ class Predicates:
         self.task_ns: dict[int, str] = {}
         # tasks whose pod-affinity score KAI stopped computing for the rest of the session (preferred_score)
         self.affinity_skipped: set[int] = set()
+        # tasks whose inter-pod affinity filter KAI stopped checking for the rest of the session (note_pre_filter)
+        self.filter_skipped: set[int] = set()
 
     # ------------------------------------------------------------------ tracking pods on nodes
 
@@ -241,13 +243,30 @@ class Predicates:
                 dom = self.domains(term.topology_key)
                 counts = self._domain_counts(dom, lambda r: _term_matches(term, ns, r.namespace, r.labels))
                 anti_ok &= ~((dom >= 0) & (counts[np.maximum(dom, 0)] > 0))
-        if self.anti_pods:
+        if self.anti_pods and i not in self.filter_skipped:
             anti_ok &= self._existing_anti_ok(ns, labels)
         if not anti_ok.all():
             out["pod anti-affinity"] = anti_ok
         if not isinstance(rows, slice):
             out = {k: v[rows] for k, v in out.items()}
         return out
+
+    def note_pre_filter(self, i: int) -> None:
+        """KAI runs kube-scheduler's InterPodAffinity PreFilter each time it tries to place task ``i``
+        (``actions/common/allocate.go`` allocateTask → ``PrePredicateFn``). It returns Skip when the pod has no
+        required (anti-)affinity term of its own and no placed pod's required anti-affinity term matches it on a
+        node carrying the term's topology label; KAI then skips the InterPodAffinity filter for that pod for the
+        rest of the session, whatever is placed later (``plugins/predicates/predicates.go``: ``skipPredicates``
+        is filled, never cleared). So does :meth:`dynamic` for a task recorded here: a pod tried while no
+        anti-affinity term matched it ignores one placed later (kai_diff_gen seed 5024)."""
+        if not self.tracking or i in self.filter_skipped:
+            return
+        c = self.s.task_objs[i].constraints
+        if c is not None and (c.pod_affinity or c.pod_anti_affinity):
+            return
+        if self.anti_pods and self._existing_anti_matches(self.namespace(i), c.labels if c is not None else {}):
+            return
+        self.filter_skipped.add(i)
 
     def note_node_search(self, i: int) -> None:
         """KAI runs the pod-affinity PreScore each time it looks for a node for task ``i``, also when the score
@@ -362,6 +381,16 @@ class Predicates:
         if not any_match and all(_term_matches(t, ns, ns, labels) for t in terms):
             return has_all
         return ok
+
+    def _existing_anti_matches(self, ns: str, labels: dict) -> bool:
+        """Whether some pod's required anti-affinity term matches this pod on a node with the term's topology
+        label (kube-scheduler's ``existingAntiAffinityCounts`` is not empty)."""
+        for k in range(self.n):
+            for rec in self._pods(k):
+                for term in rec.anti:
+                    if _term_matches(term, rec.namespace, ns, labels) and self.domains(term.topology_key)[k] >= 0:
+                        return True
+        return False
 
     def _existing_anti_ok(self, ns: str, labels: dict) -> np.ndarray:
         """No pod in the node's domain has a required anti-affinity term matching this pod (symmetry)."""
