@@ -246,12 +246,12 @@ class Solver:
             sc = gen.next()
             if sc is None:
                 break
-            fp = sc.fingerprint()
-            if fp in self._failed:
+            failed = self._failed
+            if failed and sc.fingerprint() in failed:   # (no fingerprint to build before a scenario failed)
                 continue
             victims = sc.victim_tasks()
             if not victims:
-                self._failed.add(fp)
+                failed.add(sc.fingerprint())
                 self._trace(sc, k, False)
                 continue
             gen_budget.spend()
@@ -262,14 +262,14 @@ class Solver:
                 self.pruned += 1
                 rec.pruned += 1
                 rec.sizes.append((len(victims), False))
-                self._failed.add(fp)
+                failed.add(sc.fingerprint())
                 self._trace(sc, k, False)
                 continue
             sol = self._simulate(sc, feasible, request)
             rec.sizes.append((len(victims), sol is not None))
             self._trace(sc, k, sol is not None)
             if sol is None:
-                self._failed.add(fp)
+                failed.add(sc.fingerprint())
                 continue
             self._note_probe(gen_cls.name, k, True, tried)
             if discard:

@@ -206,6 +206,12 @@ def tasks_to_evict(session, j: int, rep: Optional[frozenset]) -> tuple[list[int]
     task order (pod sets tried in reverse declaration order); otherwise every active task goes."""
     st = session.status
     sets = session.podsets(j)
+    if len(sets) == 1:   # the same answer without the per-set lists
+        ps = sets[0]
+        a = [i for i in ps.tasks if st[i] in ACTIVE_ALLOCATED and (rep is None or i in rep)]
+        if len(a) > ps.min_available:
+            return [a[-1]], a[:-1]
+        return a[::-1], []
     per_set = [[i for i in ps.tasks if st[i] in ACTIVE_ALLOCATED and (rep is None or i in rep)] for ps in sets]
     if any(len(a) >= ps.min_available and a for a, ps in zip(per_set, sets)):
         for a, ps in zip(reversed(per_set), reversed(sets)):
@@ -254,7 +260,7 @@ class _VictimLeaf:
     """A leaf queue's candidates in victim order: the jobs (whole) in reverse job order, merged with the job
     representatives pushed back (the rest of an elastic job after one of its tasks was taken)."""
 
-    __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq")
+    __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq", "_head")
 
     def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None, start: int = 0):
         """``arr``: the leaf's jobs in victim order; ``mask`` (over all jobs): which of them are candidates,
@@ -263,9 +269,13 @@ class _VictimLeaf:
         self.arr, self.mask, self.pos, self.facts = arr, mask, start, facts
         self.heap: list = []
         self.seq = 0
+        self._head: tuple = (-1, None)   # (pos, the candidate found there): the walk is read several times per pop
 
     def _arr_head(self) -> Optional[int]:
         arr, mask, pos = self.arr, self.mask, self.pos
+        head = self._head
+        if head[0] == pos:   # the mask does not change while a queue is read (facts change with a commit)
+            return head[1]
         if pos >= len(arr):
             return None
         if mask is not None and not mask[arr[pos]]:
@@ -275,7 +285,9 @@ class _VictimLeaf:
                 self.pos = len(arr)
                 return None
             self.pos = pos = pos + k
-        return int(arr[pos])
+        j = int(arr[pos])
+        self._head = (pos, j)
+        return j
 
     def candidates(self) -> list[int]:
         """Every job of the leaf that is a candidate (the pushed-back representatives' jobs are among them)."""
@@ -559,8 +571,9 @@ def raw_gpu_capacity(session) -> np.ndarray:
     if hit is not None and hit[0] is ns and len(log) - hit[3] <= 64 and not hit[4] and not ns.sh_present.any():
         # no shared GPU anywhere: a node's capacity is its idle + releasing GPUs; patch the nodes changed since
         cap = hit[2].copy()
+        idle, rel = ns.idle_rows, ns.rel_rows   # the values the arrays hold (or will, when next read)
         for n in set(log[hit[3]:]):
-            cap[n] = ns.idle[n, GPU] + ns.rel[n, GPU]
+            cap[n] = idle[n][GPU] + rel[n][GPU]
         shared = False
     else:
         cap = _node_gpu_capacity(ns, ready_only=False)
