@@ -43,7 +43,7 @@ from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_mas
 from .packing import capacity_with, may_place, task_classes, victim_delta
 from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, may_fit, sim_job_order,
                          sim_tasks_to_allocate)
-from .victims import Batch, TapedVictims, VictimQueue, raw_gpu_capacity
+from .victims import Batch, TapedVictims, VictimQueue, raw_gpu_capacity, raw_gpu_capacity_max
 
 Validator = Callable[[int, list, tuple], bool]
 """``validator(preemptor, victim batches, the probe's pending tasks) -> bool``."""
@@ -534,7 +534,7 @@ class Solver:
         """``self._raw.max()`` (None without nodes), once per capacity array."""
         hit = self.__dict__.get("_raw_max_of")
         if hit is None or hit[0] is not self._raw:
-            hit = self._raw_max_of = (self._raw, float(self._raw.max()) if self._raw.size else None)
+            hit = self._raw_max_of = (self._raw, raw_gpu_capacity_max(self.s, self._raw) if self._raw.size else None)
         return hit[1]
 
     watch_alone = True

@@ -361,7 +361,7 @@ class VictimQueue(JobsOrderByQueues):
         super().__init__(session, [])
         self.facts = facts
         self._leaves: dict[int, _VictimLeaf] = {}
-        self._popped: dict[int, np.ndarray] = {}
+        self._popped: dict[int, np.ndarray] = {}   # leaf -> what its pops took (absent: nothing yet)
         self._max_jobs = max_jobs
         self._seen_jobs: set[int] = set()
         for q in sorted(candidates):
@@ -380,15 +380,25 @@ class VictimQueue(JobsOrderByQueues):
             if not found:
                 continue
             self._leaves[q] = leaf
-            node = self._nodes[q] = _QueueNode(q, leaf, True)
-            self._popped[q] = np.zeros(3)
-            self._link(node)
-            self._mark(node)
         # With a single leaf no two queues are ever compared (every heap holds one node), so what was taken from
-        # it is never read.
+        # it is never read, and the leaf is read directly, without the tree of queues. (Linking the leaves after
+        # walking them all compares the same heads: a walk changes its own leaf only.)
         self._track_popped = len(self._leaves) > 1
+        self._single: Optional[_VictimLeaf] = None
+        if len(self._leaves) == 1 and self.single_leaf_shortcut:
+            self._single = next(iter(self._leaves.values()))
+        else:
+            for q, leaf in self._leaves.items():
+                node = self._nodes[q] = _QueueNode(q, leaf, True)
+                self._link(node)
+                self._mark(node)
+
+    single_leaf_shortcut = True
+    """Read a queue with one candidate leaf without its tree of queues; off: the tree (tests compare)."""
 
     def empty(self) -> bool:
+        if self._single is not None:
+            return not len(self._single)
         return not len(self._roots)
 
     def candidate_tasks(self) -> list[int]:
@@ -419,7 +429,8 @@ class VictimQueue(JobsOrderByQueues):
         """Resources of the victims KAI passes for a subtree: popped from its best leaf, plus that leaf's next."""
         while not node.is_leaf:
             node = node.children.peek()
-        res = self._popped[node.q].copy()
+        taken = self._popped.get(node.q)   # nothing popped from the leaf yet: zeros
+        res = np.zeros(3) if taken is None else taken.copy()
         head = node.children.peek()
         if head is not None:
             res += self._rep_alloc(*head)
@@ -452,19 +463,31 @@ class VictimQueue(JobsOrderByQueues):
         """The next victim batch (KAI ``PopNextJob`` + ``GetTasksToEvict``), or None when no candidate is left.
         A pop whose tasks include one of ``recorded`` (victims already part of every scenario) pushes the job
         back without them and returns :data:`SKIPPED` (KAI ``addNextPotentialVictims``)."""
-        while len(self._roots):
-            leaf = self._traverse(self._roots)
-            if leaf is None:
-                return None
-            j, rep = leaf.children.pop()
+        single = self._single
+        while True:
+            if single is not None:   # one leaf (leaf None below): its own order is the queue's
+                if not len(single):
+                    return None
+                leaf = None
+                j, rep = single.pop()
+            else:
+                if not len(self._roots):
+                    return None
+                leaf = self._traverse(self._roots)
+                if leaf is None:
+                    return None
+                j, rep = leaf.children.pop()
             if self._max_jobs >= 0 and j not in self._seen_jobs and len(self._seen_jobs) >= self._max_jobs:
-                self._after_pop(leaf)
+                if leaf is not None:
+                    self._after_pop(leaf)
                 continue
             self._seen_jobs.add(j)
             if self._track_popped:
-                self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
+                taken = self._popped.get(leaf.q)
+                self._popped[leaf.q] = (np.zeros(3) if taken is None else taken) + self._rep_alloc(j, rep)
             tasks, rest = tasks_to_evict(self.s, j, rep)
-            self._after_pop(leaf)
+            if leaf is not None:
+                self._after_pop(leaf)
             if recorded and any(i in recorded for i in tasks):
                 remaining = [i for i in active_tasks(self.s, j, rep) if i not in recorded]
                 if remaining:
@@ -475,10 +498,13 @@ class VictimQueue(JobsOrderByQueues):
             if not tasks:
                 continue
             return Batch(job=j, tasks=tasks, elastic=bool(self.facts.elastic[j]))
-        return None
 
     def _push_back(self, leaf, j: int, rep: frozenset) -> None:
-        """KAI ``PushJob`` of a job representative: into its leaf, re-created and linked when the pop emptied it."""
+        """KAI ``PushJob`` of a job representative: into its leaf, re-created and linked when the pop emptied it
+        (``leaf`` None: the single leaf read without a tree)."""
+        if leaf is None:
+            self._single.push(j, rep)
+            return
         if self._nodes.get(leaf.q) is not leaf:
             leaf = self._nodes[leaf.q] = _QueueNode(leaf.q, leaf.children, True)
             leaf.children.push(j, rep)
@@ -568,19 +594,36 @@ def raw_gpu_capacity(session) -> np.ndarray:
     if hit is not None and hit[0] is ns and hit[1] == ns.version:
         return hit[2]
     log = ns.change_log
+    cap_max = None
     if hit is not None and hit[0] is ns and len(log) - hit[3] <= 64 and not hit[4] and not ns.sh_present.any():
         # no shared GPU anywhere: a node's capacity is its idle + releasing GPUs; patch the nodes changed since
-        cap = hit[2].copy()
+        old = hit[2]
+        cap = old.copy()
         idle, rel = ns.idle_rows, ns.rel_rows   # the values the arrays hold (or will, when next read)
+        cap_max = hit[5]
         for n in set(log[hit[3]:]):
-            cap[n] = idle[n][GPU] + rel[n][GPU]
+            v = idle[n][GPU] + rel[n][GPU]
+            if cap_max is not None:   # no node below its old capacity: the largest is the old one or a new one
+                cap_max = None if v < old[n] else max(cap_max, v)
+            cap[n] = v
         shared = False
     else:
         cap = _node_gpu_capacity(ns, ready_only=False)
         shared = bool(ns.sh_present.any())
     _RAW_CACHE.clear()
-    _RAW_CACHE[id(session)] = (ns, ns.version, cap, len(log), shared)
+    _RAW_CACHE[id(session)] = [ns, ns.version, cap, len(log), shared, cap_max]
     return cap
+
+
+def raw_gpu_capacity_max(session, cap: np.ndarray) -> float:
+    """``float(cap.max())`` of a non-empty capacity array; for :func:`raw_gpu_capacity`'s latest answer, kept
+    with it (and carried over a patch that lowered no node)."""
+    hit = _RAW_CACHE.get(id(session))
+    if hit is None or hit[2] is not cap:
+        return float(cap.max())
+    if hit[5] is None:
+        hit[5] = float(cap.max())
+    return hit[5]
 
 
 def _node_gpu_capacity(ns, ready_only: bool = True) -> np.ndarray:
