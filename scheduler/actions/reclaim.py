@@ -265,6 +265,8 @@ class ReclaimValidator:
             req = list(s._job_request(list(pending), s.min_gpu_mem))
         if not self.reclaimable(by_queue, req):
             return False
+        if not any(b.elastic for b in merged):
+            return True   # (elastic_victims_valid's own first check)
         rq = self.queue
         return elastic_victims_valid(s, merged, lambda jj: reclaim_min_runtime(s, rq, s.jobs[jj].queue))
 
