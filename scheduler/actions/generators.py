@@ -185,7 +185,12 @@ class NodeLocalGreedy:
         node = s.node
         latest = acc.potential[-1].job
         names = s.nodes.names
-        nodes = sorted({_task_node(s, i) for i in s.jobs[latest].tasks} - {-1}, key=lambda n: names[n])
+        tasks = s.jobs[latest].tasks
+        if len(tasks) == 1:   # (the same list without the set and the sort)
+            n = _task_node(s, tasks[0])
+            nodes = [n] if n >= 0 else []
+        else:
+            nodes = sorted({_task_node(s, i) for i in tasks} - {-1}, key=lambda n: names[n])
         # A job's victims in the scenario include its recorded ones: KAI's VictimsTasksFromNodes returns every
         # task group of a job with a potential victim on the node, and the recorded jobs' groups are among them
         # (BaseScenario.victimsJobsTaskGroups), so a recorded task is then also a potential victim.
@@ -200,16 +205,18 @@ class NodeLocalGreedy:
                         jobs.append(b.job)
         self._seen = len(acc.potential)
         out, seen = [], set()
+        several = len(nodes) > 1   # (one node: no set to compare)
         for n in nodes:
             jobs = on_node.get(n)
             if not jobs:
                 continue
             chosen = [Batch(job=jj, tasks=[i for b in by_job[jj] for i in b.tasks], elastic=by_job[jj][0].elastic)
                       for jj in jobs]
-            key = frozenset(i for b in chosen for i in b.tasks)
-            if key in seen:
-                continue
-            seen.add(key)
+            if several:
+                key = frozenset(i for b in chosen for i in b.tasks)
+                if key in seen:
+                    continue
+                seen.add(key)
             out.append(acc.scenario(self.name, chosen))
         return out
 

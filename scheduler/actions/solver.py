@@ -324,7 +324,8 @@ class Solver:
             freed: dict[int, float] = {}   # node -> its capacity with the victims gone
             for n_, acc in sol.victim_nodes.values():
                 if n_ >= 0:
-                    freed[n_] = freed.get(n_, raw[n_]) + acc
+                    have = freed.get(n_)
+                    freed[n_] = (raw[n_] if have is None else have) + acc
             cap_max = self._raw_max()
             if cap_max is not None and len(quota) == 1 and all(v >= raw[n_] for n_, v in freed.items()):
                 cap = raw   # one task: the filter reads the largest capacity only

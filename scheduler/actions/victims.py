@@ -256,6 +256,10 @@ class _Reversed:
         return other.k < self.k
 
 
+_WALK_CHUNK = 16
+"""First chunk of a leaf's order :meth:`_VictimLeaf._arr_head` looks at for the next candidate (then 4× larger)."""
+
+
 class _VictimLeaf:
     """A leaf queue's candidates in victim order: the jobs (whole) in reverse job order, merged with the job
     representatives pushed back (the rest of an elastic job after one of its tasks was taken)."""
@@ -276,15 +280,24 @@ class _VictimLeaf:
         head = self._head
         if head[0] == pos:   # the mask does not change while a queue is read (facts change with a commit)
             return head[1]
-        if pos >= len(arr):
+        n = len(arr)
+        if pos >= n:
             return None
         if mask is not None and not mask[arr[pos]]:
-            ok = mask[arr[pos:]]
-            k = int(ok.argmax())
-            if not ok[k]:
-                self.pos = len(arr)
-                return None
-            self.pos = pos = pos + k
+            # the next candidate is mostly near (past the jobs evicted since the last walk): look in growing
+            # chunks instead of gathering the mask over the rest of a long leaf
+            start, size = pos + 1, _WALK_CHUNK
+            while True:
+                if start >= n:
+                    self.pos = n
+                    return None
+                end = min(start + size, n)
+                ok = mask[arr[start:end]]
+                k = int(ok.argmax())
+                if ok[k]:
+                    break
+                start, size = end, size * 4
+            self.pos = pos = start + k
         j = int(arr[pos])
         self._head = (pos, j)
         return j
