@@ -285,3 +285,21 @@ def test_victim_leaf_head_and_capacity_maximum_equal_fresh_ones(case, tmp_path, 
     monkeypatch.setattr(solver_mod.Solver, "_raw_max", raw_max)
     _decisions(snap)
     assert heads and any(memo) and maxima
+
+
+def test_victim_leaf_walk_finds_the_first_candidate_from_its_position():
+    """The leaf's walk to its next candidate (the next job, then growing chunks) lands where a scan of the whole
+    rest of the order does, on short and long stretches of non-candidates."""
+    from scheduler.actions.victims import _VictimLeaf
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        n = int(rng.integers(1, 400))
+        arr = rng.permutation(n).astype(np.int64)
+        mask = rng.random(n) < rng.choice([0.0, 0.002, 0.02, 0.3, 0.9])
+        pos = int(rng.integers(0, n + 1))
+        leaf = _VictimLeaf(arr, None, mask, pos)
+        rest = np.nonzero(mask[arr[pos:]])[0]
+        want = None if not rest.size else int(arr[pos + rest[0]])
+        assert leaf._arr_head() == want
+        assert leaf.pos == (n if want is None else pos + int(rest[0]))
+        assert leaf._arr_head() == want   # read again: the same answer

@@ -350,7 +350,7 @@ class ReclaimValidator:
         """:meth:`reason`, formatted when first read (the queue values it reads are the frozen ones and the
         session's fixed fair shares)."""
         qs = self.s.queues
-        return Deferred(_reason_text, qs.names, qs.fair_share, self.alloc, self.req, self.queue)
+        return Deferred(_reason_text, qs.names, qs.fair_share, self._alloc_rows, self.req, self.queue)
 
     def message(self, victim_job: int) -> str:
         """Why this victim was taken, with the frozen queue numbers."""
@@ -361,7 +361,7 @@ class ReclaimValidator:
         """:meth:`message`, formatted when first read."""
         s = self.s
         qs = s.queues
-        return Deferred(_message_text, qs.names, qs.chains, qs.fair_share, qs.deserved, self.alloc, self.req,
+        return Deferred(_message_text, qs.names, qs.chains, qs.fair_share, qs.deserved, self._alloc_rows, self.req,
                         self.queue, s.jobs[victim_job].queue, s.jobs[self.j].key)
 
 
@@ -369,17 +369,17 @@ def _main_resource(req: np.ndarray) -> int:
     return R_GPU if req[R_GPU] > 0 else (R_CPU if req[R_CPU] > 0 else R_MEM)
 
 
-def _reason_text(names: list, fair_share: np.ndarray, alloc: np.ndarray, req: np.ndarray, q: int) -> str:
-    """:meth:`ReclaimValidator.reason` from the values it reads (``alloc``: the frozen Allocated)."""
+def _reason_text(names: list, fair_share: np.ndarray, alloc: list, req: np.ndarray, q: int) -> str:
+    """:meth:`ReclaimValidator.reason` from the values it reads (``alloc``: the frozen Allocated rows)."""
     res = _main_resource(req)
     scale, unit = {R_GPU: (1.0, "GPUs"), R_CPU: (1000.0, "CPU cores"), R_MEM: (2**30, "GiB memory")}[res]
     return (f"to reach its fair share of {fair_share[q, res] / scale:g} {unit} in queue {names[q]} "
-            f"(allocated {alloc[q, res] / scale:g}, requests {req[res] / scale:g})")
+            f"(allocated {alloc[q][res] / scale:g}, requests {req[res] / scale:g})")
 
 
-def _message_text(names: list, chains: list, fair_share: np.ndarray, deserved: np.ndarray, alloc: np.ndarray,
+def _message_text(names: list, chains: list, fair_share: np.ndarray, deserved: np.ndarray, alloc: list,
                   req: np.ndarray, rq: int, vq: int, reclaimer: str) -> str:
-    """:meth:`ReclaimValidator.message` from the values it reads (``alloc``: the frozen Allocated)."""
+    """:meth:`ReclaimValidator.message` from the values it reads (``alloc``: the frozen Allocated rows)."""
     r_lvl, v_lvl = _leveled(chains, rq, vq)
     res = _main_resource(req)
 
@@ -395,11 +395,11 @@ def _message_text(names: list, chains: list, fair_share: np.ndarray, deserved: n
     def where(leaf: int, lvl: int) -> str:
         return f"queue {names[leaf]}" + ("" if lvl == leaf else f" (compared at {names[lvl]})")
 
-    va, vfs, vd = alloc[v_lvl, res], fair_share[v_lvl, res], deserved[v_lvl, res]
+    va, vfs, vd = alloc[v_lvl][res], fair_share[v_lvl, res], deserved[v_lvl, res]
     rel = ">" if va > vfs + _EPS else "≤"
     vd_text = "unlimited" if vd == UNLIMITED else amount(vd)
     return (f"reclaim for job {reclaimer} of {where(rq, r_lvl)} "
-            f"(allocated {amount(alloc[r_lvl, res])} / fair share {amount(fair_share[r_lvl, res])} "
+            f"(allocated {amount(alloc[r_lvl][res])} / fair share {amount(fair_share[r_lvl, res])} "
             f"{unit}, requests {amount(req[res])}); victim queue {names[v_lvl]} allocated "
             f"{amount(va)} {rel} fair share {amount(vfs)} {unit} (deserved {vd_text})")
 

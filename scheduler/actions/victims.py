@@ -284,20 +284,26 @@ class _VictimLeaf:
         if pos >= n:
             return None
         if mask is not None and not mask[arr[pos]]:
-            # the next candidate is mostly near (past the jobs evicted since the last walk): look in growing
-            # chunks instead of gathering the mask over the rest of a long leaf
-            start, size = pos + 1, _WALK_CHUNK
-            while True:
-                if start >= n:
-                    self.pos = n
-                    return None
-                end = min(start + size, n)
-                ok = mask[arr[start:end]]
-                k = int(ok.argmax())
-                if ok[k]:
-                    break
-                start, size = end, size * 4
-            self.pos = pos = start + k
+            # the next candidate is mostly near (past the jobs evicted since the last walk): look at the next job,
+            # then in growing chunks, instead of gathering the mask over the rest of a long leaf
+            pos += 1
+            if pos >= n:
+                self.pos = n
+                return None
+            if not mask[arr[pos]]:
+                start, size = pos + 1, _WALK_CHUNK
+                while True:
+                    if start >= n:
+                        self.pos = n
+                        return None
+                    end = min(start + size, n)
+                    ok = mask[arr[start:end]]
+                    k = int(ok.argmax())
+                    if ok[k]:
+                        pos = start + k
+                        break
+                    start, size = end, size * 4
+            self.pos = pos
         j = int(arr[pos])
         self._head = (pos, j)
         return j
