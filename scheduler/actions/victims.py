@@ -101,7 +101,13 @@ class JobFacts:
             ok_queue[q] = bool(s.queues.is_leaf[q]) and s.snapshot.queues[top].parent is None
         self.queue_ok = ok_queue[self.queue]  # index -1 hits the trailing False
         self._leaf_order: dict[int, np.ndarray] = {}
-        self._state = self._elastic_states(np.arange(J)) if J else np.zeros(0, np.int64)
+        self._state: list[int] = (self._elastic_states(np.arange(J)) if J else np.zeros(0, np.int64)).tolist()
+        # plain-Python copies for the per-job reads of a refresh (numpy's scalar reads cost more than the logic)
+        self._static_ok: list[bool] = (self.preemptible & self.queue_ok).tolist()
+        self._active_l: list[int] = self.active.tolist()
+        self._queue_l: list[int] = self.queue.tolist()
+        self._min_l: list[int] = self.min_available.tolist()
+        self._has_sub_l: list[bool] = self.has_subgroups.tolist()
         self.version = 0
         self._refreshed: list[list[int]] = []   # the jobs of each refresh, in order (version = its length)
 
@@ -121,19 +127,20 @@ class JobFacts:
         self.version += 1
         jobs = set(jobs)
         self._refreshed.append(list(jobs))
+        start, status = s.job_start, s.status
         for j in jobs:
-            a, b = s.job_start[j], s.job_start[j + 1]
-            act = sum(1 for st in s.status[a:b] if st in ACTIVE_ALLOCATED)
+            act = sum(1 for st in status[start[j]:start[j + 1]] if st in ACTIVE_ALLOCATED)
             self.active[j] = act
-            if self.has_subgroups[j]:
+            self._active_l[j] = act
+            if self._has_sub_l[j]:
                 state = s.elastic_state(j)
             else:
-                m = int(self.min_available[j])
+                m = self._min_l[j]
                 state = 0 if act < m else (1 if act == m else 2)
             if state != self._state[j]:
                 self._state[j] = state
-                if self.active[j] > 0:  # inactive jobs are no candidates: their place does not matter
-                    self._leaf_order.pop(int(self.queue[j]), None)
+                if act > 0:  # inactive jobs are no candidates: their place does not matter
+                    self._leaf_order.pop(self._queue_l[j], None)
 
     def refreshed_since(self, version: int) -> list[int]:
         """The jobs refreshed after ``version`` (with repeats): the only ones whose ``active`` count changed."""
@@ -148,13 +155,13 @@ class JobFacts:
 
     def base_candidate(self, j: int) -> bool:
         """:meth:`base_candidates` of one job (scalar reads: a commit refreshes a few jobs)."""
-        return bool(self.preemptible[j] and self.active[j] > 0 and self.queue_ok[j])
+        return self._static_ok[j] and self._active_l[j] > 0
 
     def order_key(self, j: int, state: Optional[int] = None) -> tuple:
         """KAI's job order key of job ``j`` (:func:`~scheduler.ordering.job_order_key`) from these columns;
         ``state`` overrides its elastic state (a job representative holding part of its tasks)."""
         job = self.s.jobs[j]
-        return (-float(self.priority[j]), int(self._state[j]) if state is None else state, float(self.creation[j]),
+        return (-float(self.priority[j]), self._state[j] if state is None else state, float(self.creation[j]),
                 job.job.name, job.key)
 
     def leaf_order(self, q: int) -> np.ndarray:
