@@ -39,7 +39,7 @@ from ..interrupt import checkpoint
 from ..ordering import job_order_key
 from ..session import KIND_NONE, KIND_WHOLE, Statement
 from .budgets import ActionBudget, Budget, JobBudget
-from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_masks, greedy_fits
+from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, greedy_fits
 from .packing import capacity_with, may_place, task_classes, victim_delta
 from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, may_fit, sim_job_order,
                          sim_tasks_to_allocate)
@@ -277,7 +277,7 @@ class Solver:
                 self._recorded = [b for b in sol.batches if any(i in moved_or_evicted for i in b.tasks)]
                 self._recorded_victims = sol.evicted + sol.moved
                 if k == len(self._tasks) and not sol.restored:
-                    self._held = (sol, feasible, quota)   # see _repeat_last_probe
+                    self._held = (sol, feasible, quota, gen.acc.affinity)   # see _repeat_last_probe
                 else:
                     sol.statement.discard()
             return _Probe(solution=sol)
@@ -313,8 +313,7 @@ class Solver:
         held, self._held = self._held, None
         if held is None:
             return None
-        sol, feasible, quota = held
-        s = self.s
+        sol, feasible, quota, affinity = held   # affinity: the probe's node-affinity masks (same pending tasks)
         pending = tuple(self._tasks)
         sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
         ok = not gen_budget.exhausted() and not (self._failed and sc.fingerprint() in self._failed)
@@ -336,7 +335,7 @@ class Solver:
                     cap[n_] = v
                 cap_max = None
             ok = greedy_fits(sorted(quota, reverse=True), cap, cap_max)
-            masks = _affinity_masks(s, pending) if ok else None
+            masks = affinity if ok else None
             if masks:
                 covered = feasible.copy()
                 covered[list(freed)] = True
