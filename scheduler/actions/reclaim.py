@@ -60,12 +60,13 @@ def _le(a: float, b: float) -> bool:
     return a <= b + _EPS
 
 
-def le_all(a, b) -> bool:
-    return _le(float(a[0]), float(b[0])) and _le(float(a[1]), float(b[1])) and _le(float(a[2]), float(b[2]))
+def _le3(a: list, b: list) -> bool:
+    """:func:`_le` in all three resources (rows of plain floats)."""
+    return _le(a[0], b[0]) and _le(a[1], b[1]) and _le(a[2], b[2])
 
 
 def _le_sum(a: list, req: list, b: list) -> bool:
-    """``le_all(a + req, b)`` on plain-Python rows (the same float64 sums)."""
+    """``_le3(a + req, b)`` (the same float64 sums as the arrays')."""
     return _le(a[0] + req[0], b[0]) and _le(a[1] + req[1], b[1]) and _le(a[2] + req[2], b[2])
 
 
@@ -141,8 +142,7 @@ def filter_victim_queue(session, reclaimer_queue: int, req: np.ndarray, victim_q
     alloc = qs.allocated_rows
     deserved_v = rows.deserved[v]
     if not _le_sum(alloc[r], req, rows.deserved[r]):
-        a, b = alloc[v], rows.allocatable[v]
-        return not (_le(a[0], b[0]) and _le(a[1], b[1]) and _le(a[2], b[2]))  # MaintainFairShare
+        return not _le3(alloc[v], rows.allocatable[v])  # MaintainFairShare
     has_under = False
     alloc_v = alloc[v]
     for res in range(3):
@@ -272,12 +272,10 @@ class ReclaimValidator:
 
     def _fits_strategy(self, r_lvl: int, v_lvl: int, remaining: list, req: list) -> bool:
         rows = self.rows
-        b = rows.allocatable[v_lvl]
-        if not (_le(remaining[0], b[0]) and _le(remaining[1], b[1]) and _le(remaining[2], b[2])):
+        if not _le3(remaining, rows.allocatable[v_lvl]):
             return True  # MaintainFairShare
-        d = rows.deserved[v_lvl]
         return _le_sum(self._alloc_rows[r_lvl], req, rows.deserved[r_lvl]) and \
-            not (_le(remaining[0], d[0]) and _le(remaining[1], d[1]) and _le(remaining[2], d[2]))  # GuaranteeDeservedQuota
+            not _le3(remaining, rows.deserved[v_lvl])  # GuaranteeDeservedQuota
 
     def reclaimable(self, by_queue: dict[int, list], req=None) -> bool:
         """The *Reclaimable* rules for victim vectors ``{victim leaf queue: [(GPUs, CPU, memory)]}`` (lists or
