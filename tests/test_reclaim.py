@@ -142,3 +142,16 @@ def test_moved_victims_do_not_count_with_consolidating_reclaim():
     assert val.victim_vectors(batch) == []
     val.allow_consolidating = False
     assert val.victim_vectors(batch) == [[1.0, 0.0, 0.0]]
+
+
+def test_validator_keeps_the_allocated_values_of_the_search_start():
+    """KAI clones the queues when a job's search starts: allocations the simulations make later (QueueState.add on
+    the live rows) do not change what the validator reads."""
+    val, batch = _validator(alloc_r=2, alloc_v=8)          # accepted: v 7/4 after the victim > r 1.5
+    qs, q = val.s.queues, val.s.queues.index
+    before = [list(r) for r in val._alloc_rows]
+    qs.add(q["v"], np.array([-4.0, 0.0, 0.0]), False)     # live: v down to 4, which would reject
+    qs.add(q["r"], np.array([1.0, 0.0, 0.0]), False)
+    assert qs.allocated_rows[q["v"]][0] == 4.0
+    assert [list(r) for r in val._alloc_rows] == before
+    assert val(val.j, [batch])

@@ -180,27 +180,14 @@ class ReclaimValidator:
         self.req = np.asarray(req, dtype=float)
         self._req = self.req.tolist()
         self.tasks = None if tasks is None else tuple(tasks)
-        # the frozen Allocated rows: QueueState.add replaces a queue's row, never edits it, so a shallow copy keeps
-        # them (the arrays are built only when read: messages, tests)
+        # the frozen Allocated rows (KAI clones the queues): QueueState.add replaces a queue's row, never edits it,
+        # so a shallow copy of the lists keeps them
         self._alloc_rows = list(qs.allocated_rows)
         self._alloc_np_rows = list(qs.allocated_np_rows)
-        self._alloc = None
         self.rows = QueueRows(qs) if rows is None else rows
         self.multiplier = float(session.config.reclaimer_saturation_multiplier)
         self.allow_consolidating = bool(session.config.allow_consolidating_reclaim)
         self.last_failure = ""
-
-    @property
-    def alloc(self) -> np.ndarray:
-        """Allocated per queue when the search started, ``[queue, resource]`` (do not modify)."""
-        if self._alloc is None:
-            self._alloc = np.array(self._alloc_rows, dtype=float).reshape(len(self._alloc_rows), 3)
-        return self._alloc
-
-    @property
-    def alloc_np(self) -> np.ndarray:
-        """AllocatedNonPreemptible per queue when the search started (do not modify)."""
-        return np.array(self._alloc_np_rows, dtype=float).reshape(len(self._alloc_np_rows), 3)
 
     # ---- victims as KAI counts them
 
