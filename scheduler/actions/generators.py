@@ -47,9 +47,15 @@ class Scenario:
         return list(self.recorded) + list(self.potential)
 
     def victim_tasks(self) -> list[int]:
-        """Recorded then new victims, each once (NodeLocalGreedy may list a recorded task as new again)."""
-        out = [i for b in self.recorded for i in b.tasks] + [i for b in self.potential for i in b.tasks]
-        return list(dict.fromkeys(out)) if self.recorded else out
+        """Recorded then new victims, each once (NodeLocalGreedy may list a recorded task as new again). Kept
+        (the scenario's batches do not change once it is emitted); do not modify."""
+        out = self.__dict__.get("_victims")
+        if out is None:
+            out = [i for b in self.recorded for i in b.tasks] + [i for b in self.potential for i in b.tasks]
+            if self.recorded:
+                out = list(dict.fromkeys(out))
+            self._victims = out
+        return out
 
     def fingerprint(self) -> tuple:
         """KAI ``fingerprintScenario`` (the preemptor is the same for a whole search)."""
@@ -366,6 +372,8 @@ def greedy_fits(req: list[float], cap: np.ndarray, cap_max: Optional[float] = No
     ``cap.max()`` when the caller knows it."""
     if not req or req[0] <= 0:
         return True
+    if cap_max is not None and len(req) == 1:   # (what the loop below does with one holder)
+        return cap_max >= req[0]
     k = min(len(req), cap.size)
     if k == 0:
         return False
