@@ -57,22 +57,28 @@ def test_can_reclaim_requires_all_resources_within_fair_share_and_deserved_for_n
     assert not can_reclaim(s, np_job, np.array([3.0, 0, 0]))     # non-preemptible: 0 + 3 > deserved 2
 
 
+def _set_allocated(qs, q: int, row: list) -> None:
+    """Set one queue's Allocated by hand (its plain-Python row, which the engine reads, and the array)."""
+    qs.allocated_rows[q] = [float(x) for x in row]
+    qs.allocated[q] = row
+
+
 def test_victim_filter_maintain_fair_share_versus_guarantee_deserved():
     s = session_from_yaml(TREE)
     qs, q = s.queues, s.queues.index
     req = np.array([1.0, 0, 0])
     # Reclaimer department d1 at deserved 4 already: with the job it exceeds -> d2 must exceed allocatable.
-    qs.allocated[q["d1"]] = [4, 0, 0]
-    qs.allocated[q["d2"]] = [4, 0, 0]
+    _set_allocated(qs, q["d1"], [4, 0, 0])
+    _set_allocated(qs, q["d2"], [4, 0, 0])
     qs.allocatable[q["d2"]] = [4, -1, -1]
     assert not filter_victim_queue(s, q["t2"], req, q["t3"])
-    qs.allocated[q["d2"]] = [5, 0, 0]
+    _set_allocated(qs, q["d2"], [5, 0, 0])
     assert filter_victim_queue(s, q["t2"], req, q["t3"])
     # Reclaimer within deserved: victim must be over deserved (or exactly at it) in a requested resource.
-    qs.allocated[q["d1"]] = [2, 0, 0]
-    qs.allocated[q["d2"]] = [3, 0, 0]                              # under deserved 4
+    _set_allocated(qs, q["d1"], [2, 0, 0])
+    _set_allocated(qs, q["d2"], [3, 0, 0])                              # under deserved 4
     assert not filter_victim_queue(s, q["t2"], req, q["t3"])
-    qs.allocated[q["d2"]] = [4, 0, 0]                              # exactly at deserved
+    _set_allocated(qs, q["d2"], [4, 0, 0])                              # exactly at deserved
     assert filter_victim_queue(s, q["t2"], req, q["t3"])
 
 
@@ -97,8 +103,8 @@ def _validator(alloc_r, alloc_v, multiplier=1.0):
     qs.fair_share[q["v"]] = [4, -1, -1]
     qs.deserved[:] = [1, -1, -1]
     qs.allocatable[:] = [4, -1, -1]
-    qs.allocated[q["r"]] = [alloc_r, 0, 0]
-    qs.allocated[q["v"]] = [alloc_v, 0, 0]
+    _set_allocated(qs, q["r"], [alloc_r, 0, 0])
+    _set_allocated(qs, q["v"], [alloc_v, 0, 0])
     s.status[s.task_index["w-0"]] = "releasing"   # as after the simulated eviction
     validator = ReclaimValidator(s, s.job_index["p"], np.array([1.0, 0, 0]))
     batch = Batch(job=s.job_index["w"], tasks=[s.task_index["w-0"]])
@@ -135,4 +141,17 @@ def test_moved_victims_do_not_count_with_consolidating_reclaim():
     s.status[s.task_index["w-0"]] = "pipelined"                  # re-placed elsewhere by the simulation
     assert val.victim_vectors(batch) == []
     val.allow_consolidating = False
-    assert [v.tolist() for v in val.victim_vectors(batch)] == [[1.0, 0.0, 0.0]]
+    assert val.victim_vectors(batch) == [[1.0, 0.0, 0.0]]
+
+
+def test_validator_keeps_the_allocated_values_of_the_search_start():
+    """KAI clones the queues when a job's search starts: allocations the simulations make later (QueueState.add on
+    the live rows) do not change what the validator reads."""
+    val, batch = _validator(alloc_r=2, alloc_v=8)          # accepted: v 7/4 after the victim > r 1.5
+    qs, q = val.s.queues, val.s.queues.index
+    before = [list(r) for r in val._alloc_rows]
+    qs.add(q["v"], np.array([-4.0, 0.0, 0.0]), False)     # live: v down to 4, which would reject
+    qs.add(q["r"], np.array([1.0, 0.0, 0.0]), False)
+    assert qs.allocated_rows[q["v"]][0] == 4.0
+    assert [list(r) for r in val._alloc_rows] == before
+    assert val(val.j, [batch])

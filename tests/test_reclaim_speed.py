@@ -215,3 +215,91 @@ def test_reclaim_scale_decisions_in_json():
     out = json.loads(json.dumps(result.to_contract()))["tasks"]
     assert sum(t["status"] == "releasing" for t in out.values()) == 16
     assert sum(t["status"] == "pipelined" for t in out.values()) == 16
+
+
+# ---------------------------------------------------------------------------------------------- victim queue reads
+
+def _queues_built(monkeypatch) -> list:
+    """Spy on VictimQueue construction: one entry per queue, whether it was read without its tree."""
+    seen: list = []
+    real = VictimQueue.__init__
+
+    def init(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        seen.append(self._single is not None)
+
+    monkeypatch.setattr(VictimQueue, "__init__", init)
+    return seen
+
+
+@pytest.mark.parametrize("case", [6, 21, 44, 55, "reclaim-scale", "whatif-quota"])
+def test_single_leaf_victim_queue_keeps_every_decision(case, tmp_path, monkeypatch):
+    """A victim queue with one candidate leaf is read without its tree of queues, with the same decisions
+    (allocations, evictions, explanations) as the tree gives; queues with several leaves still build it."""
+    snap = make_snapshot(nodes=6) if case == "reclaim-scale" else _watch_cluster(case, tmp_path)
+    built = _queues_built(monkeypatch)
+    fast = _decisions(snap)
+    assert any(built), "no single-leaf victim queue on this cluster: the test compares nothing"
+    monkeypatch.setattr(VictimQueue, "single_leaf_shortcut", False)
+    built.clear()
+    assert _decisions(snap) == fast
+    assert built and not any(built)
+
+
+def test_both_victim_queue_reads_occur_on_the_seeded_clusters(tmp_path, monkeypatch):
+    """The seeded clusters above exercise the tree as well (several candidate leaves)."""
+    built = _queues_built(monkeypatch)
+    for case in (6, 21, 44):
+        _decisions(_watch_cluster(case, tmp_path))
+    assert True in built and False in built
+
+
+@pytest.mark.parametrize("case", [44, 154, "reclaim-scale", "whatif-quota"])
+def test_victim_leaf_head_and_capacity_maximum_equal_fresh_ones(case, tmp_path, monkeypatch):
+    """The victim leaf's remembered first candidate equals a fresh walk of its order from the same position, and
+    the largest raw GPU capacity carried over a patch equals the array's maximum."""
+    from scheduler.actions.victims import _VictimLeaf
+    snap = make_snapshot(nodes=6) if case == "reclaim-scale" else _watch_cluster(case, tmp_path)
+    real_head = _VictimLeaf._arr_head
+    heads, memo = [], []
+
+    def head(self):
+        fresh = _VictimLeaf(self.arr, self.facts, self.mask, self.pos)
+        want, want_pos = real_head(fresh), fresh.pos
+        memo.append(self._head[0] == self.pos)
+        got = real_head(self)
+        assert (got, self.pos) == (want, want_pos)
+        heads.append(got)
+        return got
+
+    monkeypatch.setattr(_VictimLeaf, "_arr_head", head)
+    real_max = solver_mod.Solver._raw_max
+    maxima = []
+
+    def raw_max(self):
+        got = real_max(self)
+        assert got == (float(self._raw.max()) if self._raw.size else None)
+        maxima.append(got)
+        return got
+
+    monkeypatch.setattr(solver_mod.Solver, "_raw_max", raw_max)
+    _decisions(snap)
+    assert heads and any(memo) and maxima
+
+
+def test_victim_leaf_walk_finds_the_first_candidate_from_its_position():
+    """The leaf's walk to its next candidate (the next job, then growing chunks) lands where a scan of the whole
+    rest of the order does, on short and long stretches of non-candidates."""
+    from scheduler.actions.victims import _VictimLeaf
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        n = int(rng.integers(1, 400))
+        arr = rng.permutation(n).astype(np.int64)
+        mask = rng.random(n) < rng.choice([0.0, 0.002, 0.02, 0.3, 0.9])
+        pos = int(rng.integers(0, n + 1))
+        leaf = _VictimLeaf(arr, None, mask, pos)
+        rest = np.nonzero(mask[arr[pos:]])[0]
+        want = None if not rest.size else int(arr[pos + rest[0]])
+        assert leaf._arr_head() == want
+        assert leaf.pos == (n if want is None else pos + int(rest[0]))
+        assert leaf._arr_head() == want   # read again: the same answer

@@ -53,7 +53,13 @@ class Budget:
         return own
 
     def exhausted(self) -> bool:
-        return self.left <= 0
+        """``left <= 0``: some budget up the chain is spent."""
+        b: "Budget | None" = self
+        while b is not None:
+            if b.limit - b.used <= 0:
+                return True
+            b = b.parent
+        return False
 
     def spend(self) -> None:
         b: "Budget | None" = self

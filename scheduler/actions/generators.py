@@ -47,9 +47,15 @@ class Scenario:
         return list(self.recorded) + list(self.potential)
 
     def victim_tasks(self) -> list[int]:
-        """Recorded then new victims, each once (NodeLocalGreedy may list a recorded task as new again)."""
-        out = [i for b in self.recorded for i in b.tasks] + [i for b in self.potential for i in b.tasks]
-        return list(dict.fromkeys(out)) if self.recorded else out
+        """Recorded then new victims, each once (NodeLocalGreedy may list a recorded task as new again). Kept
+        (the scenario's batches do not change once it is emitted); do not modify."""
+        out = self.__dict__.get("_victims")
+        if out is None:
+            out = [i for b in self.recorded for i in b.tasks] + [i for b in self.potential for i in b.tasks]
+            if self.recorded:
+                out = list(dict.fromkeys(out))
+            self._victims = out
+        return out
 
     def fingerprint(self) -> tuple:
         """KAI ``fingerprintScenario`` (the preemptor is the same for a whole search)."""
@@ -185,7 +191,12 @@ class NodeLocalGreedy:
         node = s.node
         latest = acc.potential[-1].job
         names = s.nodes.names
-        nodes = sorted({_task_node(s, i) for i in s.jobs[latest].tasks} - {-1}, key=lambda n: names[n])
+        tasks = s.jobs[latest].tasks
+        if len(tasks) == 1:   # (the same list without the set and the sort)
+            n = _task_node(s, tasks[0])
+            nodes = [n] if n >= 0 else []
+        else:
+            nodes = sorted({_task_node(s, i) for i in tasks} - {-1}, key=lambda n: names[n])
         # A job's victims in the scenario include its recorded ones: KAI's VictimsTasksFromNodes returns every
         # task group of a job with a potential victim on the node, and the recorded jobs' groups are among them
         # (BaseScenario.victimsJobsTaskGroups), so a recorded task is then also a potential victim.
@@ -200,16 +211,18 @@ class NodeLocalGreedy:
                         jobs.append(b.job)
         self._seen = len(acc.potential)
         out, seen = [], set()
+        several = len(nodes) > 1   # (one node: no set to compare)
         for n in nodes:
             jobs = on_node.get(n)
             if not jobs:
                 continue
             chosen = [Batch(job=jj, tasks=[i for b in by_job[jj] for i in b.tasks], elastic=by_job[jj][0].elastic)
                       for jj in jobs]
-            key = frozenset(i for b in chosen for i in b.tasks)
-            if key in seen:
-                continue
-            seen.add(key)
+            if several:
+                key = frozenset(i for b in chosen for i in b.tasks)
+                if key in seen:
+                    continue
+                seen.add(key)
             out.append(acc.scenario(self.name, chosen))
         return out
 
@@ -359,6 +372,8 @@ def greedy_fits(req: list[float], cap: np.ndarray, cap_max: Optional[float] = No
     ``cap.max()`` when the caller knows it."""
     if not req or req[0] <= 0:
         return True
+    if cap_max is not None and len(req) == 1:   # (what the loop below does with one holder)
+        return cap_max >= req[0]
     k = min(len(req), cap.size)
     if k == 0:
         return False

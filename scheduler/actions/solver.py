@@ -39,11 +39,11 @@ from ..interrupt import checkpoint
 from ..ordering import job_order_key
 from ..session import KIND_NONE, KIND_WHOLE, Statement
 from .budgets import ActionBudget, Budget, JobBudget
-from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, _affinity_masks, greedy_fits
+from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, greedy_fits
 from .packing import capacity_with, may_place, task_classes, victim_delta
 from .simulation import (PendingJobs, active_used, allocate_job_sim, gang_satisfied, may_fit, sim_job_order,
                          sim_tasks_to_allocate)
-from .victims import Batch, TapedVictims, VictimQueue, raw_gpu_capacity
+from .victims import Batch, TapedVictims, VictimQueue, raw_gpu_capacity, raw_gpu_capacity_max
 
 Validator = Callable[[int, list, tuple], bool]
 """``validator(preemptor, victim batches, the probe's pending tasks) -> bool``."""
@@ -246,12 +246,12 @@ class Solver:
             sc = gen.next()
             if sc is None:
                 break
-            fp = sc.fingerprint()
-            if fp in self._failed:
+            failed = self._failed
+            if failed and sc.fingerprint() in failed:   # (no fingerprint to build before a scenario failed)
                 continue
             victims = sc.victim_tasks()
             if not victims:
-                self._failed.add(fp)
+                failed.add(sc.fingerprint())
                 self._trace(sc, k, False)
                 continue
             gen_budget.spend()
@@ -262,14 +262,14 @@ class Solver:
                 self.pruned += 1
                 rec.pruned += 1
                 rec.sizes.append((len(victims), False))
-                self._failed.add(fp)
+                failed.add(sc.fingerprint())
                 self._trace(sc, k, False)
                 continue
             sol = self._simulate(sc, feasible, request)
             rec.sizes.append((len(victims), sol is not None))
             self._trace(sc, k, sol is not None)
             if sol is None:
-                self._failed.add(fp)
+                failed.add(sc.fingerprint())
                 continue
             self._note_probe(gen_cls.name, k, True, tried)
             if discard:
@@ -277,7 +277,7 @@ class Solver:
                 self._recorded = [b for b in sol.batches if any(i in moved_or_evicted for i in b.tasks)]
                 self._recorded_victims = sol.evicted + sol.moved
                 if k == len(self._tasks) and not sol.restored:
-                    self._held = (sol, feasible, quota)   # see _repeat_last_probe
+                    self._held = (sol, feasible, quota, gen.acc.affinity)   # see _repeat_last_probe
                 else:
                     sol.statement.discard()
             return _Probe(solution=sol)
@@ -313,8 +313,7 @@ class Solver:
         held, self._held = self._held, None
         if held is None:
             return None
-        sol, feasible, quota = held
-        s = self.s
+        sol, feasible, quota, affinity = held   # affinity: the probe's node-affinity masks (same pending tasks)
         pending = tuple(self._tasks)
         sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
         ok = not gen_budget.exhausted() and not (self._failed and sc.fingerprint() in self._failed)
@@ -324,7 +323,8 @@ class Solver:
             freed: dict[int, float] = {}   # node -> its capacity with the victims gone
             for n_, acc in sol.victim_nodes.values():
                 if n_ >= 0:
-                    freed[n_] = freed.get(n_, raw[n_]) + acc
+                    have = freed.get(n_)
+                    freed[n_] = (raw[n_] if have is None else have) + acc
             cap_max = self._raw_max()
             if cap_max is not None and len(quota) == 1 and all(v >= raw[n_] for n_, v in freed.items()):
                 cap = raw   # one task: the filter reads the largest capacity only
@@ -335,7 +335,7 @@ class Solver:
                     cap[n_] = v
                 cap_max = None
             ok = greedy_fits(sorted(quota, reverse=True), cap, cap_max)
-            masks = _affinity_masks(s, pending) if ok else None
+            masks = affinity if ok else None
             if masks:
                 covered = feasible.copy()
                 covered[list(freed)] = True
@@ -534,7 +534,7 @@ class Solver:
         """``self._raw.max()`` (None without nodes), once per capacity array."""
         hit = self.__dict__.get("_raw_max_of")
         if hit is None or hit[0] is not self._raw:
-            hit = self._raw_max_of = (self._raw, float(self._raw.max()) if self._raw.size else None)
+            hit = self._raw_max_of = (self._raw, raw_gpu_capacity_max(self.s, self._raw) if self._raw.size else None)
         return hit[1]
 
     watch_alone = True

@@ -101,7 +101,13 @@ class JobFacts:
             ok_queue[q] = bool(s.queues.is_leaf[q]) and s.snapshot.queues[top].parent is None
         self.queue_ok = ok_queue[self.queue]  # index -1 hits the trailing False
         self._leaf_order: dict[int, np.ndarray] = {}
-        self._state = self._elastic_states(np.arange(J)) if J else np.zeros(0, np.int64)
+        self._state: list[int] = (self._elastic_states(np.arange(J)) if J else np.zeros(0, np.int64)).tolist()
+        # plain-Python copies for the per-job reads of a refresh (numpy's scalar reads cost more than the logic)
+        self._static_ok: list[bool] = (self.preemptible & self.queue_ok).tolist()
+        self._active_l: list[int] = self.active.tolist()
+        self._queue_l: list[int] = self.queue.tolist()
+        self._min_l: list[int] = self.min_available.tolist()
+        self._has_sub_l: list[bool] = self.has_subgroups.tolist()
         self.version = 0
         self._refreshed: list[list[int]] = []   # the jobs of each refresh, in order (version = its length)
 
@@ -121,19 +127,20 @@ class JobFacts:
         self.version += 1
         jobs = set(jobs)
         self._refreshed.append(list(jobs))
+        start, status = s.job_start, s.status
         for j in jobs:
-            a, b = s.job_start[j], s.job_start[j + 1]
-            act = sum(1 for st in s.status[a:b] if st in ACTIVE_ALLOCATED)
+            act = sum(1 for st in status[start[j]:start[j + 1]] if st in ACTIVE_ALLOCATED)
             self.active[j] = act
-            if self.has_subgroups[j]:
+            self._active_l[j] = act
+            if self._has_sub_l[j]:
                 state = s.elastic_state(j)
             else:
-                m = int(self.min_available[j])
+                m = self._min_l[j]
                 state = 0 if act < m else (1 if act == m else 2)
             if state != self._state[j]:
                 self._state[j] = state
-                if self.active[j] > 0:  # inactive jobs are no candidates: their place does not matter
-                    self._leaf_order.pop(int(self.queue[j]), None)
+                if act > 0:  # inactive jobs are no candidates: their place does not matter
+                    self._leaf_order.pop(self._queue_l[j], None)
 
     def refreshed_since(self, version: int) -> list[int]:
         """The jobs refreshed after ``version`` (with repeats): the only ones whose ``active`` count changed."""
@@ -148,13 +155,13 @@ class JobFacts:
 
     def base_candidate(self, j: int) -> bool:
         """:meth:`base_candidates` of one job (scalar reads: a commit refreshes a few jobs)."""
-        return bool(self.preemptible[j] and self.active[j] > 0 and self.queue_ok[j])
+        return self._static_ok[j] and self._active_l[j] > 0
 
     def order_key(self, j: int, state: Optional[int] = None) -> tuple:
         """KAI's job order key of job ``j`` (:func:`~scheduler.ordering.job_order_key`) from these columns;
         ``state`` overrides its elastic state (a job representative holding part of its tasks)."""
         job = self.s.jobs[j]
-        return (-float(self.priority[j]), int(self._state[j]) if state is None else state, float(self.creation[j]),
+        return (-float(self.priority[j]), self._state[j] if state is None else state, float(self.creation[j]),
                 job.job.name, job.key)
 
     def leaf_order(self, q: int) -> np.ndarray:
@@ -206,6 +213,12 @@ def tasks_to_evict(session, j: int, rep: Optional[frozenset]) -> tuple[list[int]
     task order (pod sets tried in reverse declaration order); otherwise every active task goes."""
     st = session.status
     sets = session.podsets(j)
+    if len(sets) == 1:   # the same answer without the per-set lists
+        ps = sets[0]
+        a = [i for i in ps.tasks if st[i] in ACTIVE_ALLOCATED and (rep is None or i in rep)]
+        if len(a) > ps.min_available:
+            return [a[-1]], a[:-1]
+        return a[::-1], []
     per_set = [[i for i in ps.tasks if st[i] in ACTIVE_ALLOCATED and (rep is None or i in rep)] for ps in sets]
     if any(len(a) >= ps.min_available and a for a, ps in zip(per_set, sets)):
         for a, ps in zip(reversed(per_set), reversed(sets)):
@@ -250,11 +263,15 @@ class _Reversed:
         return other.k < self.k
 
 
+_WALK_CHUNK = 16
+"""First chunk of a leaf's order :meth:`_VictimLeaf._arr_head` looks at for the next candidate (then 4× larger)."""
+
+
 class _VictimLeaf:
     """A leaf queue's candidates in victim order: the jobs (whole) in reverse job order, merged with the job
     representatives pushed back (the rest of an elastic job after one of its tasks was taken)."""
 
-    __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq")
+    __slots__ = ("arr", "mask", "pos", "heap", "facts", "seq", "_head")
 
     def __init__(self, arr: np.ndarray, facts: "JobFacts", mask: Optional[np.ndarray] = None, start: int = 0):
         """``arr``: the leaf's jobs in victim order; ``mask`` (over all jobs): which of them are candidates,
@@ -263,19 +280,40 @@ class _VictimLeaf:
         self.arr, self.mask, self.pos, self.facts = arr, mask, start, facts
         self.heap: list = []
         self.seq = 0
+        self._head: tuple = (-1, None)   # (pos, the candidate found there): the walk is read several times per pop
 
     def _arr_head(self) -> Optional[int]:
         arr, mask, pos = self.arr, self.mask, self.pos
-        if pos >= len(arr):
+        head = self._head
+        if head[0] == pos:   # the mask does not change while a queue is read (facts change with a commit)
+            return head[1]
+        n = len(arr)
+        if pos >= n:
             return None
         if mask is not None and not mask[arr[pos]]:
-            ok = mask[arr[pos:]]
-            k = int(ok.argmax())
-            if not ok[k]:
-                self.pos = len(arr)
+            # the next candidate is mostly near (past the jobs evicted since the last walk): look at the next job,
+            # then in growing chunks, instead of gathering the mask over the rest of a long leaf
+            pos += 1
+            if pos >= n:
+                self.pos = n
                 return None
-            self.pos = pos = pos + k
-        return int(arr[pos])
+            if not mask[arr[pos]]:
+                start, size = pos + 1, _WALK_CHUNK
+                while True:
+                    if start >= n:
+                        self.pos = n
+                        return None
+                    end = min(start + size, n)
+                    ok = mask[arr[start:end]]
+                    k = int(ok.argmax())
+                    if ok[k]:
+                        pos = start + k
+                        break
+                    start, size = end, size * 4
+            self.pos = pos
+        j = int(arr[pos])
+        self._head = (pos, j)
+        return j
 
     def candidates(self) -> list[int]:
         """Every job of the leaf that is a candidate (the pushed-back representatives' jobs are among them)."""
@@ -349,7 +387,7 @@ class VictimQueue(JobsOrderByQueues):
         super().__init__(session, [])
         self.facts = facts
         self._leaves: dict[int, _VictimLeaf] = {}
-        self._popped: dict[int, np.ndarray] = {}
+        self._popped: dict[int, np.ndarray] = {}   # leaf -> what its pops took (absent: nothing yet)
         self._max_jobs = max_jobs
         self._seen_jobs: set[int] = set()
         for q in sorted(candidates):
@@ -368,15 +406,25 @@ class VictimQueue(JobsOrderByQueues):
             if not found:
                 continue
             self._leaves[q] = leaf
-            node = self._nodes[q] = _QueueNode(q, leaf, True)
-            self._popped[q] = np.zeros(3)
-            self._link(node)
-            self._mark(node)
         # With a single leaf no two queues are ever compared (every heap holds one node), so what was taken from
-        # it is never read.
+        # it is never read, and the leaf is read directly, without the tree of queues. (Linking the leaves after
+        # walking them all compares the same heads: a walk changes its own leaf only.)
         self._track_popped = len(self._leaves) > 1
+        self._single: Optional[_VictimLeaf] = None
+        if len(self._leaves) == 1 and self.single_leaf_shortcut:
+            self._single = next(iter(self._leaves.values()))
+        else:
+            for q, leaf in self._leaves.items():
+                node = self._nodes[q] = _QueueNode(q, leaf, True)
+                self._link(node)
+                self._mark(node)
+
+    single_leaf_shortcut = True
+    """Read a queue with one candidate leaf without its tree of queues; off: the tree (tests compare)."""
 
     def empty(self) -> bool:
+        if self._single is not None:
+            return not len(self._single)
         return not len(self._roots)
 
     def candidate_tasks(self) -> list[int]:
@@ -407,7 +455,8 @@ class VictimQueue(JobsOrderByQueues):
         """Resources of the victims KAI passes for a subtree: popped from its best leaf, plus that leaf's next."""
         while not node.is_leaf:
             node = node.children.peek()
-        res = self._popped[node.q].copy()
+        taken = self._popped.get(node.q)   # nothing popped from the leaf yet: zeros
+        res = np.zeros(3) if taken is None else taken.copy()
         head = node.children.peek()
         if head is not None:
             res += self._rep_alloc(*head)
@@ -440,19 +489,31 @@ class VictimQueue(JobsOrderByQueues):
         """The next victim batch (KAI ``PopNextJob`` + ``GetTasksToEvict``), or None when no candidate is left.
         A pop whose tasks include one of ``recorded`` (victims already part of every scenario) pushes the job
         back without them and returns :data:`SKIPPED` (KAI ``addNextPotentialVictims``)."""
-        while len(self._roots):
-            leaf = self._traverse(self._roots)
-            if leaf is None:
-                return None
-            j, rep = leaf.children.pop()
+        single = self._single
+        while True:
+            if single is not None:   # one leaf (leaf None below): its own order is the queue's
+                if not len(single):
+                    return None
+                leaf = None
+                j, rep = single.pop()
+            else:
+                if not len(self._roots):
+                    return None
+                leaf = self._traverse(self._roots)
+                if leaf is None:
+                    return None
+                j, rep = leaf.children.pop()
             if self._max_jobs >= 0 and j not in self._seen_jobs and len(self._seen_jobs) >= self._max_jobs:
-                self._after_pop(leaf)
+                if leaf is not None:
+                    self._after_pop(leaf)
                 continue
             self._seen_jobs.add(j)
             if self._track_popped:
-                self._popped[leaf.q] = self._popped[leaf.q] + self._rep_alloc(j, rep)
+                taken = self._popped.get(leaf.q)
+                self._popped[leaf.q] = (np.zeros(3) if taken is None else taken) + self._rep_alloc(j, rep)
             tasks, rest = tasks_to_evict(self.s, j, rep)
-            self._after_pop(leaf)
+            if leaf is not None:
+                self._after_pop(leaf)
             if recorded and any(i in recorded for i in tasks):
                 remaining = [i for i in active_tasks(self.s, j, rep) if i not in recorded]
                 if remaining:
@@ -463,10 +524,13 @@ class VictimQueue(JobsOrderByQueues):
             if not tasks:
                 continue
             return Batch(job=j, tasks=tasks, elastic=bool(self.facts.elastic[j]))
-        return None
 
     def _push_back(self, leaf, j: int, rep: frozenset) -> None:
-        """KAI ``PushJob`` of a job representative: into its leaf, re-created and linked when the pop emptied it."""
+        """KAI ``PushJob`` of a job representative: into its leaf, re-created and linked when the pop emptied it
+        (``leaf`` None: the single leaf read without a tree)."""
+        if leaf is None:
+            self._single.push(j, rep)
+            return
         if self._nodes.get(leaf.q) is not leaf:
             leaf = self._nodes[leaf.q] = _QueueNode(leaf.q, leaf.children, True)
             leaf.children.push(j, rep)
@@ -556,18 +620,36 @@ def raw_gpu_capacity(session) -> np.ndarray:
     if hit is not None and hit[0] is ns and hit[1] == ns.version:
         return hit[2]
     log = ns.change_log
+    cap_max = None
     if hit is not None and hit[0] is ns and len(log) - hit[3] <= 64 and not hit[4] and not ns.sh_present.any():
         # no shared GPU anywhere: a node's capacity is its idle + releasing GPUs; patch the nodes changed since
-        cap = hit[2].copy()
+        old = hit[2]
+        cap = old.copy()
+        idle, rel = ns.idle_rows, ns.rel_rows   # the values the arrays hold (or will, when next read)
+        cap_max = hit[5]
         for n in set(log[hit[3]:]):
-            cap[n] = ns.idle[n, GPU] + ns.rel[n, GPU]
+            v = idle[n][GPU] + rel[n][GPU]
+            if cap_max is not None:   # no node below its old capacity: the largest is the old one or a new one
+                cap_max = None if v < old[n] else max(cap_max, v)
+            cap[n] = v
         shared = False
     else:
         cap = _node_gpu_capacity(ns, ready_only=False)
         shared = bool(ns.sh_present.any())
     _RAW_CACHE.clear()
-    _RAW_CACHE[id(session)] = (ns, ns.version, cap, len(log), shared)
+    _RAW_CACHE[id(session)] = [ns, ns.version, cap, len(log), shared, cap_max]
     return cap
+
+
+def raw_gpu_capacity_max(session, cap: np.ndarray) -> float:
+    """``float(cap.max())`` of a non-empty capacity array; for :func:`raw_gpu_capacity`'s latest answer, kept
+    with it (and carried over a patch that lowered no node)."""
+    hit = _RAW_CACHE.get(id(session))
+    if hit is None or hit[2] is not cap:
+        return float(cap.max())
+    if hit[5] is None:
+        hit[5] = float(cap.max())
+    return hit[5]
 
 
 def _node_gpu_capacity(ns, ready_only: bool = True) -> np.ndarray:
