@@ -17,7 +17,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ..ordering import JobsOrderByQueues, _QueueNode, job_order_key, queue_key, queue_less
+from ..ordering import job_order_key, queue_key, queue_key_of, queue_less, queue_tie_less
 from ..placement import topology
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
@@ -110,82 +110,210 @@ class PendingJobs:
 class _Leaf:
     """A leaf queue's jobs in job order (a total order, so a sorted sequence pops as KAI's heap does): the
     scenario's jobs (``mine``), merged with the pre-sorted pending jobs of the leaf that are not among them.
-    The head is cached between pushes and pops: the job order reads it at every comparison."""
+    The head is cached between pops: the job order reads it at every comparison."""
 
-    __slots__ = ("mine", "mine_keys", "rest", "rest_keys", "pos", "skip", "_head", "_items")
+    __slots__ = ("mine", "mine_keys", "rest", "rest_keys", "pos", "skip", "head")
 
     def __init__(self, mine_keys: dict, rest: list, rest_keys: dict, skip: set):
         self.mine: list = []
         self.mine_keys, self.rest, self.rest_keys, self.skip = mine_keys, rest, rest_keys, skip
         self.pos = 0
-        self._head = self._items = None
-
-    def _rest_head(self):
-        rest, skip = self.rest, self.skip
-        while self.pos < len(rest) and rest[self.pos] in skip:
-            self.pos += 1
-        return rest[self.pos] if self.pos < len(rest) else None
+        self.head = None
 
     def push(self, j: int) -> None:
+        """Add a scenario job (while the order is built)."""
         self.mine.append(j)
         self.mine.sort(key=self.mine_keys.__getitem__)
-        self._items = None
+        self._find_head()
 
-    def peek(self):
-        if self._items is None:
-            r = self._rest_head()
-            if self.mine and (r is None or self.mine_keys[self.mine[0]] < self.rest_keys[r]):
-                r = self.mine[0]
-            self._head = r
-            self._items = [] if r is None else [(None, r)]
-        return self._head
+    def _find_head(self) -> None:
+        rest, skip = self.rest, self.skip
+        pos, n = self.pos, len(rest)
+        while pos < n and rest[pos] in skip:
+            pos += 1
+        self.pos = pos
+        r = rest[pos] if pos < n else None
+        mine = self.mine
+        if mine and (r is None or self.mine_keys[mine[0]] < self.rest_keys[r]):
+            r = mine[0]
+        self.head = r
 
-    def pop(self):
-        """``(key, job)`` of the next job, as :class:`~scheduler.ordering.JobsOrderByQueues` pops its leaves."""
-        j = self.peek()
+    def pop(self) -> Optional[int]:
+        """The next job, or None when the leaf is empty."""
+        j = self.head
+        if j is None:
+            return None
         if self.mine and j == self.mine[0]:
             self.mine.pop(0)
         else:
             self.pos += 1
-        self._items = None
-        return None, j
-
-    @property
-    def items(self) -> list:
-        """What the job order reads of a leaf: ``[(key, top job)]``, empty when the leaf is."""
-        if self._items is None:
-            self.peek()
-        return self._items
-
-    def __len__(self) -> int:
-        return len(self.mine) + (1 if self._rest_head() is not None else 0)
+        self._find_head()
+        return j
 
 
-class _SimOrder(JobsOrderByQueues):
+class _SimOrder:
     """The job queue of a simulation (KAI ``GetJobsToAllocate``): the scenario's jobs and every pending job of
     the queue trees they are in. A job's queue-order resources are its simulation chunk's (``known`` for the
-    preemptor, whose probe may hold fewer tasks)."""
+    preemptor, whose probe may hold fewer tasks).
+
+    The algorithm of :class:`~scheduler.ordering.JobsOrderByQueues` (Go ``container/heap`` operations per queue
+    level, queues compared through the tops of their child heaps as they stand, marked tops fixed lazily), built
+    once, as that class does when each leaf's jobs are pushed together, leaves in index order, best job first
+    (tests/test_sim_order.py compares the two). Specialised for the few queues of a simulation: a node is its
+    queue index, a leaf a :class:`_Leaf`, and a queue's key is kept per (Allocated version, top job): within one
+    order a job's resources do not change."""
+
+    __slots__ = ("session", "_known", "_pending", "_skip", "_qs", "_qver", "_parent", "_heaps", "_leaves",
+                 "_up", "_marked", "_roots", "_keys", "_res")
 
     def __init__(self, session, jobs: list[int], known: dict, pending: Optional[PendingJobs]):
+        self.session = session
         self._known = known
         self._pending = pending
         self._skip = set(jobs)
-        super().__init__(session, [])
+        qs = self._qs = session.queues
+        self._qver = qs.version
+        self._parent = qs.parent
+        self._heaps: dict[int, list[int]] = {}     # internal queue -> heap of child queues
+        self._leaves: dict[int, _Leaf] = {}
+        self._up: dict[int, int] = {}              # linked queue -> its parent (-1: a root)
+        self._marked: set[int] = set()             # KAI needsReorder
+        self._roots: list[int] = []
+        self._keys: dict[int, tuple] = {}          # queue -> (Allocated version, top job, key)
+        self._res: dict[int, tuple] = {}           # job -> its resources as floats
         leaves, keys = _scenario_leaves(session, jobs, pending, self._skip)
-        rest_keys = pending.keys if pending is not None else {}
         if pending is not None:
-            roots = {session.queues.chains[q][-1] for q in leaves}
+            rest_keys = pending.keys
+            roots = {qs.chains[q][-1] for q in leaves}
             for q, lst in pending.by_leaf.items():
                 if q not in leaves and lst and pending.root[q] in roots:
-                    leaves[q] = _Leaf(keys, lst, rest_keys, self._skip)
+                    leaf = leaves[q] = _Leaf(keys, lst, rest_keys, self._skip)
+                    leaf._find_head()
         for q in sorted(leaves):
-            if len(leaves[q]):
-                node = self._nodes[q] = _QueueNode(q, leaves[q], True)
-                self._link(node)
-                self._mark(node)
+            if leaves[q].head is not None:
+                self._leaves[q] = leaves[q]
+                self._link(q)
+                self._mark(q)
 
-    def push(self, j: int) -> None:
-        raise NotImplementedError("a simulation's job queue is built once")
+    # ------------------------------------------------------------------ tree (JobsOrderByQueues._link etc.)
+
+    def _link(self, q: int) -> None:
+        parent = int(self._parent[q])
+        if parent < 0:
+            self._up[q] = -1
+            self._push(self._roots, q)
+            return
+        created = parent not in self._heaps
+        if created:
+            self._heaps[parent] = []
+        self._up[q] = parent
+        self._push(self._heaps[parent], q)
+        if created:
+            self._link(parent)
+
+    def _mark(self, q: int) -> None:
+        marked, up = self._marked, self._up
+        while q >= 0:
+            marked.add(q)
+            q = up[q]
+
+    def _nonempty(self, q: int) -> bool:
+        leaf = self._leaves.get(q)
+        return bool(self._heaps[q]) if leaf is None else leaf.head is not None
+
+    def pop(self) -> Optional[int]:
+        """The next job, or None when none is left (KAI ``PopNextJob``)."""
+        heap = self._roots
+        leaves, heaps, marked = self._leaves, self._heaps, self._marked
+        while True:   # KAI getNextNode per level: fix a marked top once, then take the top
+            if not heap:
+                return None
+            top = heap[0]
+            if top in marked:
+                self._down(heap, 0, len(heap))
+                marked.discard(top)
+                continue
+            if not self._nonempty(top):
+                return None
+            leaf = leaves.get(top)
+            if leaf is not None:
+                break
+            heap = heaps[top]
+        j = leaf.pop()
+        q = top
+        while True:   # KAI handlePopFromNode
+            if self._nonempty(q):
+                self._mark(q)
+                break
+            parent = self._up.pop(q)
+            h = self._roots if parent < 0 else heaps[parent]
+            n = len(h) - 1
+            h[0], h[n] = h[n], h[0]
+            self._down(h, 0, n)
+            h.pop()
+            leaves.pop(q, None)
+            heaps.pop(q, None)
+            if parent < 0:
+                break
+            q = parent
+        return j
+
+    # ------------------------------------------------------------------ Go container/heap
+
+    def _push(self, h: list, q: int) -> None:
+        h.append(q)
+        j = len(h) - 1
+        less = self._less
+        while j > 0:
+            i = (j - 1) // 2
+            if not less(h[j], h[i]):
+                break
+            h[i], h[j] = h[j], h[i]
+            j = i
+
+    def _down(self, h: list, i: int, n: int) -> None:
+        less = self._less
+        while True:
+            j = 2 * i + 1
+            if j >= n:
+                return
+            j2 = j + 1
+            if j2 < n and less(h[j2], h[j]):
+                j = j2
+            if not less(h[j], h[i]):
+                return
+            h[i], h[j] = h[j], h[i]
+            i = j
+
+    # ------------------------------------------------------------------ comparisons
+
+    def _less(self, a: int, b: int) -> bool:
+        if not self._nonempty(a):
+            return True
+        if not self._nonempty(b):
+            return False
+        ka, kb = self._key(a), self._key(b)
+        if ka != kb:
+            return ka < kb
+        return queue_tie_less(self.session, a, b)
+
+    def _key(self, q: int) -> tuple:
+        """Keys 1-6 of the queue order with the job at the top of the queue's subtree (tops as they stand)."""
+        n = q
+        leaves = self._leaves
+        while n not in leaves:
+            n = self._heaps[n][0]
+        j = leaves[n].head
+        qv = self._qver[q]
+        cached = self._keys.get(q)
+        if cached is not None and cached[0] == qv and cached[1] == j:
+            return cached[2]
+        res = self._res.get(j)
+        if res is None:
+            res = self._res[j] = tuple(self._job_resources(j).tolist())
+        key = queue_key_of(self._qs, q, res)
+        self._keys[q] = (qv, j, key)
+        return key
 
     def _job_resources(self, j: int) -> np.ndarray:
         res = self._known.get(j)
@@ -260,7 +388,7 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
             return
         best, best_key = -1, None
         for q in queues:
-            j = leaves[q].peek()
+            j = leaves[q].head
             if j is None:   # the leaf is empty
                 continue
             res = known.get(j)
@@ -274,7 +402,7 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
                 best, best_key = q, key
         if best < 0:
             return
-        _, j = leaves[best].pop()
+        j = leaves[best].pop()
         if j in wanted:
             wanted.discard(j)
             yield j
