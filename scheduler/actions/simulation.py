@@ -120,10 +120,9 @@ class _Leaf:
         self.pos = 0
         self.head = None
 
-    def push(self, j: int) -> None:
-        """Add a scenario job (while the order is built)."""
-        self.mine.append(j)
-        self.mine.sort(key=self.mine_keys.__getitem__)
+    def set_mine(self, jobs: list[int]) -> None:
+        """The scenario's jobs of this leaf (while the order is built)."""
+        self.mine = sorted(jobs, key=self.mine_keys.__getitem__)
         self._find_head()
 
     def _find_head(self) -> None:
@@ -233,12 +232,12 @@ class _SimOrder:
                 self._down(heap, 0, len(heap))
                 marked.discard(top)
                 continue
-            if not self._nonempty(top):
-                return None
             leaf = leaves.get(top)
             if leaf is not None:
+                if leaf.head is None:
+                    return None
                 break
-            heap = heaps[top]
+            heap = heaps[top]   # an empty one ends the pop at the loop's start (KAI getNextNode)
         j = leaf.pop()
         q = top
         while True:   # KAI handlePopFromNode
@@ -288,40 +287,51 @@ class _SimOrder:
     # ------------------------------------------------------------------ comparisons
 
     def _less(self, a: int, b: int) -> bool:
-        if not self._nonempty(a):
+        ka = self._key(a)
+        if ka is None:   # an empty queue goes first (it is popped from its heap next)
             return True
-        if not self._nonempty(b):
+        kb = self._key(b)
+        if kb is None:
             return False
-        ka, kb = self._key(a), self._key(b)
         if ka != kb:
             return ka < kb
         return queue_tie_less(self.session, a, b)
 
-    def _key(self, q: int) -> tuple:
-        """Keys 1-6 of the queue order with the job at the top of the queue's subtree (tops as they stand)."""
+    def _key(self, q: int) -> Optional[tuple]:
+        """Keys 1-6 of the queue order with the job at the top of the queue's subtree (tops as they stand); None
+        for an empty queue."""
         n = q
         leaves = self._leaves
-        while n not in leaves:
-            n = self._heaps[n][0]
-        j = leaves[n].head
+        leaf = leaves.get(n)
+        while leaf is None:
+            h = self._heaps[n]
+            if not h:
+                return None
+            n = h[0]
+            leaf = leaves.get(n)
+        j = leaf.head
+        if j is None:
+            return None
         qv = self._qver[q]
         cached = self._keys.get(q)
         if cached is not None and cached[0] == qv and cached[1] == j:
             return cached[2]
         res = self._res.get(j)
         if res is None:
-            res = self._res[j] = tuple(self._job_resources(j).tolist())
+            res = self._res[j] = self._job_resources(j)
         key = queue_key_of(self._qs, q, res)
         self._keys[q] = (qv, j, key)
         return key
 
-    def _job_resources(self, j: int) -> np.ndarray:
+    def _job_resources(self, j: int) -> tuple:
+        """The job's simulation chunk's resources (GPU, CPU, memory) as floats."""
         res = self._known.get(j)
-        if res is None:
-            if j not in self._skip and self._pending is not None:
-                return self._pending.resources_of(j)
-            res = self._known[j] = sim_job_resources(self.session, j)
-        return res
+        if res is not None:
+            return tuple(res.tolist())
+        if j not in self._skip and self._pending is not None:
+            return tuple(self._pending.resources_of(j).tolist())
+        s = self.session   # sim_job_resources's values without the array
+        return s._job_request(sim_tasks_to_allocate(s, j), s.min_gpu_mem)
 
 
 def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], skip: set) -> tuple[dict, dict]:
@@ -329,14 +339,14 @@ def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], s
     jobs' keys: a job of the scenario has its own key (its state may differ from the one the index holds)."""
     keys = {j: job_order_key(session, j) for j in jobs}
     rest_keys = pending.keys if pending is not None else {}
-    leaves: dict[int, _Leaf] = {}
+    mine: dict[int, list[int]] = {}
+    infos = session.jobs
     for j in jobs:
-        q = session.jobs[j].queue
-        leaf = leaves.get(q)
-        if leaf is None:
-            rest = pending.by_leaf.get(q, []) if pending is not None else []
-            leaf = leaves[q] = _Leaf(keys, rest, rest_keys, skip)
-        leaf.push(j)
+        mine.setdefault(infos[j].queue, []).append(j)
+    leaves: dict[int, _Leaf] = {}
+    for q, lst in mine.items():
+        leaf = leaves[q] = _Leaf(keys, pending.by_leaf.get(q, []) if pending is not None else [], rest_keys, skip)
+        leaf.set_mine(lst)
     return leaves, keys
 
 
@@ -446,8 +456,8 @@ def may_fit(session, tasks: list[int]) -> bool:
     if need <= 0:
         return True
     ns = session.nodes
-    if ns.all_ready and ns.n:   # one reduction, no temporaries: the largest free count decides
-        return bool(ns.freeT[GPU].max() >= need)
+    if ns.all_ready:   # the plain rows the arrays are written from; usually an early node has them
+        return any(row[GPU] >= need for row in ns.free_rows)
     return bool(((ns.freeT[GPU] >= need) & ns.ready).any())   # freeT[GPU]: non_allocated(GPU), contiguous
 
 
