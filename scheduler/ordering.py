@@ -41,7 +41,16 @@ def job_order_key(session, j: int) -> tuple:
     if hit is not None and hit[0] == version:   # the elastic state changes only with the job's tasks
         return hit[1]
     info = session.jobs[j]
-    key = (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
+    # the elastic state is a function of the job's task statuses (its podsets are fixed): kept per status tuple,
+    # which eviction scenarios revisit with a new job_version each time
+    st = session.status
+    skey = (j, tuple([st[i] for i in info.tasks]))
+    by_state = session.job_order_by_state
+    key = by_state.get(skey)
+    if key is None:
+        if len(by_state) >= _MEMO_LIMIT:
+            by_state.clear()
+        key = by_state[skey] = (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
     memo[j] = (version, key)
     return key
 

@@ -117,3 +117,35 @@ def test_queue_key_reads_the_rows_the_array_is_written_from():
     qs = s.queues
     qs.add(0, np.array([1.0, 500.0, 2.0**30]), False)
     assert qs.allocated[0].tolist() == qs.allocated_rows[0]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_memos_by_task_state_agree_with_fresh_values_across_scenarios(seed):
+    """sim_tasks_to_allocate and job_order_key keep their values per task-state tuple (scenarios evict and roll
+    back, giving each job a new version): they must equal the values computed from scratch in every state."""
+    from scheduler.actions.simulation import _sim_tasks_to_allocate, sim_tasks_to_allocate
+    from scheduler.session import Statement
+
+    rng = random.Random(seed)
+    s = session_from_yaml(_random_cluster(rng))
+    running = [i for i in range(len(s.status)) if s.status[i] == "running"]
+
+    def check():
+        for info in s.jobs:
+            j = info.index
+            assert sim_tasks_to_allocate(s, j) == _sim_tasks_to_allocate(s, j)
+            fresh = (-info.priority, s._elastic_state(j), info.creation, info.job.name, info.key)
+            assert job_order_key(s, j) == fresh
+
+    check()
+    for _ in range(6):
+        stmt = Statement(s)
+        for i in rng.sample(running, rng.randint(1, len(running))):
+            stmt.evict(i, "reclaim")
+        check()
+        pending = [i for i in range(len(s.status)) if s.status[i] == "pending"]
+        for i in rng.sample(pending, rng.randint(0, len(pending))):
+            stmt.pipeline(i, rng.randrange(s.nodes.n))   # statuses change, the evicted set does not
+        check()
+        stmt.discard()
+        check()

@@ -30,8 +30,27 @@ def sim_tasks_to_allocate(session, j: int) -> list[int]:
     version = session.job_version[j]
     hit = memo.get(j)
     if hit is None or hit[0] != version:
-        hit = memo[j] = (version, _sim_tasks_to_allocate(session, j))
+        hit = memo[j] = (version, _sim_tasks_by_state(session, j))
     return list(hit[1])
+
+
+def _sim_tasks_by_state(session, j: int) -> list[int]:
+    """:func:`_sim_tasks_to_allocate`, a function of the job's task statuses and which of its tasks were evicted in
+    this session (its podsets are fixed), kept per such state."""
+    st, evicted = session.status, session.evict_prior
+    tasks = session.jobs[j].tasks
+    key = (j, tuple([st[i] for i in tasks]), tuple([i for i in tasks if i in evicted]))
+    by_state = session.sim_tasks_by_state
+    out = by_state.get(key)
+    if out is None:
+        if len(by_state) >= _BY_STATE_LIMIT:
+            by_state.clear()
+        out = by_state[key] = _sim_tasks_to_allocate(session, j)
+    return out
+
+
+_BY_STATE_LIMIT = 100_000
+"""States kept per session (bounds memory on long searches)."""
 
 
 def _sim_tasks_to_allocate(session, j: int) -> list[int]:
