@@ -475,8 +475,8 @@ def may_fit(session, tasks: list[int]) -> bool:
     if need <= 0:
         return True
     ns = session.nodes
-    if ns.all_ready:   # the plain rows the arrays are written from; usually an early node has them
-        return any(row[GPU] >= need for row in ns.free_rows)
+    if ns.all_ready and ns.n:   # one reduction, no temporaries: the largest free count decides
+        return bool(ns.freeT[GPU].max() >= need)
     return bool(((ns.freeT[GPU] >= need) & ns.ready).any())   # freeT[GPU]: non_allocated(GPU), contiguous
 
 
