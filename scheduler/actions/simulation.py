@@ -17,7 +17,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ..ordering import job_order_key, queue_key, queue_key_of, queue_less, queue_tie_less
+from ..ordering import _heap_down, _heap_up, job_order_key, queue_key, queue_key_of, queue_less, queue_tie_less
 from ..placement import topology
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
@@ -280,28 +280,10 @@ class _SimOrder:
 
     def _push(self, h: list, q: int) -> None:
         h.append(q)
-        j = len(h) - 1
-        less = self._less
-        while j > 0:
-            i = (j - 1) // 2
-            if not less(h[j], h[i]):
-                break
-            h[i], h[j] = h[j], h[i]
-            j = i
+        _heap_up(h, len(h) - 1, self._less)
 
     def _down(self, h: list, i: int, n: int) -> None:
-        less = self._less
-        while True:
-            j = 2 * i + 1
-            if j >= n:
-                return
-            j2 = j + 1
-            if j2 < n and less(h[j2], h[j]):
-                j = j2
-            if not less(h[j], h[i]):
-                return
-            h[i], h[j] = h[j], h[i]
-            i = j
+        _heap_down(h, i, n, self._less)
 
     # ------------------------------------------------------------------ comparisons
 
