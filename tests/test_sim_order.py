@@ -35,18 +35,22 @@ def _random_cluster(rng: random.Random) -> str:
     for n in range(4):
         lines.append(f"  - {{name: n{n}, gpus: 8, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 256Gi}}")
     lines.append("queues:")
-    tops = [f"t{k}" for k in range(rng.randint(1, 3))]
     leaves = []
-    for t in tops:
-        quota = rng.choice([0, 4, 8, 8, -1])
-        lines.append(f"  - {{name: {t}, priority: {rng.choice([100, 100, 200])}, creation_time: {rng.choice([1, 1, 2])}, "
-                     f"gpu: {{quota: {quota}}}, cpu: {{quota: -1}}, memory: {{quota: -1}}}}")
-        for k in range(rng.randint(1, 3)):
-            name = f"{t}l{k}"
+
+    def add(name: str, parent, depth: int) -> None:
+        quota = rng.choice([0, 2, 4, 8, -1])
+        up = f"parent: {parent}, " if parent else ""
+        lines.append(f"  - {{name: {name}, {up}priority: {rng.choice([100, 100, 200])}, "
+                     f"creation_time: {rng.choice([1, 1, 2])}, gpu: {{quota: {quota}}}, cpu: {{quota: -1}}, "
+                     f"memory: {{quota: -1}}}}")
+        kids = rng.randint(1, 3) if depth < 2 and rng.random() < (0.85 if depth == 0 else 0.3) else 0
+        for k in range(kids):
+            add(f"{name}x{k}", name, depth + 1)
+        if not kids:
             leaves.append(name)
-            lines.append(f"  - {{name: {name}, parent: {t}, priority: {rng.choice([100, 100, 200])}, "
-                         f"creation_time: {rng.choice([3, 3, 4])}, gpu: {{quota: {rng.choice([0, 2, 2, 4, -1])}}}, "
-                         f"cpu: {{quota: -1}}, memory: {{quota: -1}}}}")
+
+    for k in range(rng.randint(1, 3)):   # top-level queues: a leaf now and then, a third level now and then
+        add(f"t{k}", None, 0)
     lines.append("jobs:")
     free = {f"n{n}": list(range(8)) for n in range(4)}
     for k in range(rng.randint(4, 16)):

@@ -355,7 +355,8 @@ def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None,
                   pending: Optional[PendingJobs] = None, popped: Optional[list] = None):
     """Yield ``jobs`` in KAI's queue/job order, each once, re-evaluated after each one (placements in between
     change the queues' Allocated). The ``pending`` jobs take part in the order and are skipped. ``known``: chunk
-    resources per job, filled in as computed (valid while those jobs are not placed). ``popped``: a list that
+    resources of jobs whose chunk is not the simulation chunk the session gives (the preemptor's probe); may be
+    filled in with others as computed. ``popped``: a list that
     receives every job the queue tree pops, skipped ones too (not filled where every job sits in a top-level
     queue)."""
     targets = list(dict.fromkeys(jobs))
