@@ -41,17 +41,30 @@ def job_order_key(session, j: int) -> tuple:
     if hit is not None and hit[0] == version:   # the elastic state changes only with the job's tasks
         return hit[1]
     info = session.jobs[j]
-    # the elastic state is a function of the job's task statuses (its podsets are fixed): kept per status tuple,
-    # which eviction scenarios revisit with a new job_version each time
+    key = (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
+    memo[j] = (version, key)
+    return key
+
+
+def job_order_key_by_state(session, j: int) -> tuple:
+    """:func:`job_order_key`, kept per tuple of the job's task statuses as well (the elastic state is a function of
+    them; its podsets are fixed): eviction scenarios revisit a victim job's states, with a new ``job_version``
+    each time (evicted, then rolled back)."""
+    memo = session.job_order_memo
+    version = session.job_version[j]
+    hit = memo.get(j)
+    if hit is not None and hit[0] == version:
+        return hit[1]
     st = session.status
-    skey = (j, tuple([st[i] for i in info.tasks]))
+    skey = (j, tuple([st[i] for i in session.jobs[j].tasks]))
     by_state = session.job_order_by_state
     key = by_state.get(skey)
     if key is None:
         if len(by_state) >= _MEMO_LIMIT:
             by_state.clear()
-        key = by_state[skey] = (-info.priority, session.elastic_state(j), info.creation, info.job.name, info.key)
-    memo[j] = (version, key)
+        key = by_state[skey] = job_order_key(session, j)
+    else:
+        memo[j] = (version, key)
     return key
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from scheduler.actions.simulation import PendingJobs, _SimOrder, sim_job_order, sim_job_resources
-from scheduler.ordering import JobsOrderByQueues, job_order_key
+from scheduler.ordering import JobsOrderByQueues, job_order_key, job_order_key_by_state
 from tests._engine_helpers import session_from_yaml
 
 
@@ -125,7 +125,7 @@ def test_queue_key_reads_the_rows_the_array_is_written_from():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_memos_by_task_state_agree_with_fresh_values_across_scenarios(seed):
-    """sim_tasks_to_allocate and job_order_key keep their values per task-state tuple (scenarios evict and roll
+    """sim_tasks_to_allocate(by_state=True) and job_order_key_by_state keep their values per task-state tuple (scenarios evict and roll
     back, giving each job a new version): they must equal the values computed from scratch in every state."""
     from scheduler.actions.simulation import _sim_tasks_to_allocate, sim_tasks_to_allocate
     from scheduler.session import Statement
@@ -137,8 +137,9 @@ def test_memos_by_task_state_agree_with_fresh_values_across_scenarios(seed):
     def check():
         for info in s.jobs:
             j = info.index
-            assert sim_tasks_to_allocate(s, j) == _sim_tasks_to_allocate(s, j)
+            assert sim_tasks_to_allocate(s, j, by_state=True) == _sim_tasks_to_allocate(s, j)
             fresh = (-info.priority, s._elastic_state(j), info.creation, info.job.name, info.key)
+            assert job_order_key_by_state(s, j) == fresh
             assert job_order_key(s, j) == fresh
 
     check()

@@ -17,20 +17,22 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ..ordering import _heap_down, _heap_up, job_order_key, queue_key, queue_key_of, queue_less, queue_tie_less
+from ..ordering import (_heap_down, _heap_up, job_order_key, job_order_key_by_state, queue_key, queue_key_of,
+                        queue_less, queue_tie_less)
 from ..placement import topology
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
 
 
-def sim_tasks_to_allocate(session, j: int) -> list[int]:
+def sim_tasks_to_allocate(session, j: int, by_state: bool = False) -> list[int]:
     """KAI ``GetTasksToAllocate(isRealAllocation=false)``: like allocate's chunk, but tasks evicted in this
-    session (virtually releasing) may be placed again. Kept per job until one of its tasks changes."""
+    session (virtually releasing) may be placed again. Kept per job until one of its tasks changes, and with
+    ``by_state`` per state of its tasks as well (:func:`_sim_tasks_by_state`)."""
     memo = session.sim_tasks_memo
     version = session.job_version[j]
     hit = memo.get(j)
     if hit is None or hit[0] != version:
-        hit = memo[j] = (version, _sim_tasks_by_state(session, j))
+        hit = memo[j] = (version, _sim_tasks_by_state(session, j) if by_state else _sim_tasks_to_allocate(session, j))
     return list(hit[1])
 
 
@@ -199,7 +201,7 @@ class _SimOrder:
         self._roots: list[int] = []
         self._keys: dict[int, tuple] = {}          # queue -> (Allocated version, top job, key)
         self._res: dict[int, tuple] = {}           # job -> its resources as floats
-        leaves, keys = _scenario_leaves(session, jobs, pending, self._skip)
+        leaves, keys = _scenario_leaves(session, jobs, pending, self._skip, by_state=True)
         if pending is not None:
             rest_keys = pending.keys
             roots = {qs.chains[q][-1] for q in leaves}
@@ -332,13 +334,16 @@ class _SimOrder:
         if j not in self._skip and self._pending is not None:
             return tuple(self._pending.resources_of(j).tolist())
         s = self.session   # sim_job_resources's values without the array
-        return s._job_request(sim_tasks_to_allocate(s, j), s.min_gpu_mem)
+        return s._job_request(sim_tasks_to_allocate(s, j, by_state=True), s.min_gpu_mem)
 
 
-def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], skip: set) -> tuple[dict, dict]:
+def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], skip: set,
+                     by_state: bool = False) -> tuple[dict, dict]:
     """Per leaf queue of ``jobs``, a :class:`_Leaf` holding them and that queue's other pending jobs, and the
-    jobs' keys: a job of the scenario has its own key (its state may differ from the one the index holds)."""
-    keys = {j: job_order_key(session, j) for j in jobs}
+    jobs' keys: a job of the scenario has its own key (its state may differ from the one the index holds); with
+    ``by_state``, keys kept per task state too (:func:`~scheduler.ordering.job_order_key_by_state`)."""
+    key_of = job_order_key_by_state if by_state else job_order_key
+    keys = {j: key_of(session, j) for j in jobs}
     rest_keys = pending.keys if pending is not None else {}
     mine: dict[int, list[int]] = {}
     infos = session.jobs
