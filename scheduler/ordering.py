@@ -56,16 +56,20 @@ def job_order_key_by_state(session, j: int) -> tuple:
     if hit is not None and hit[0] == version:
         return hit[1]
     st = session.status
-    skey = (j, tuple([st[i] for i in session.jobs[j].tasks]))
-    by_state = session.job_order_by_state
-    key = by_state.get(skey)
-    if key is None:
-        if len(by_state) >= _MEMO_LIMIT:
-            by_state.clear()
-        key = by_state[skey] = job_order_key(session, j)
-    else:
-        memo[j] = (version, key)
+    key = bounded_memo(session.job_order_by_state, (j, tuple([st[i] for i in session.jobs[j].tasks])),
+                       lambda: job_order_key(session, j))
+    memo[j] = (version, key)
     return key
+
+
+def bounded_memo(memo: dict, key, compute, limit: int = 200_000):
+    """``memo[key]``, computed by ``compute()`` when missing; the memo starts over at ``limit`` entries."""
+    out = memo.get(key)
+    if out is None:
+        if len(memo) >= limit:
+            memo.clear()
+        out = memo[key] = compute()
+    return out
 
 
 def dominant_resource_share(allocated: np.ndarray, allocatable: np.ndarray, total: np.ndarray) -> float:

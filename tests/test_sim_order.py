@@ -125,8 +125,9 @@ def test_queue_key_reads_the_rows_the_array_is_written_from():
 
 @pytest.mark.parametrize("seed", range(20))
 def test_memos_by_task_state_agree_with_fresh_values_across_scenarios(seed):
-    """sim_tasks_to_allocate(by_state=True) and job_order_key_by_state keep their values per task-state tuple (scenarios evict and roll
-    back, giving each job a new version): they must equal the values computed from scratch in every state."""
+    """sim_tasks_to_allocate(by_state=True) and job_order_key_by_state keep their values per task-state tuple
+    (scenarios evict and roll back, giving each job a new version): they must equal the values computed from
+    scratch in every state."""
     from scheduler.actions.simulation import _sim_tasks_to_allocate, sim_tasks_to_allocate
     from scheduler.session import Statement
 

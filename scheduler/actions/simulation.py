@@ -17,8 +17,8 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ..ordering import (_heap_down, _heap_up, job_order_key, job_order_key_by_state, queue_key, queue_key_of,
-                        queue_less, queue_tie_less)
+from ..ordering import (_heap_down, _heap_up, bounded_memo, job_order_key, job_order_key_by_state, queue_key,
+                        queue_key_of, queue_less, queue_tie_less)
 from ..placement import topology
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
@@ -42,17 +42,7 @@ def _sim_tasks_by_state(session, j: int) -> list[int]:
     st, evicted = session.status, session.evict_prior
     tasks = session.jobs[j].tasks
     key = (j, tuple([st[i] for i in tasks]), tuple([i for i in tasks if i in evicted]))
-    by_state = session.sim_tasks_by_state
-    out = by_state.get(key)
-    if out is None:
-        if len(by_state) >= _BY_STATE_LIMIT:
-            by_state.clear()
-        out = by_state[key] = _sim_tasks_to_allocate(session, j)
-    return out
-
-
-_BY_STATE_LIMIT = 100_000
-"""States kept per session (bounds memory on long searches)."""
+    return bounded_memo(session.sim_tasks_by_state, key, lambda: _sim_tasks_to_allocate(session, j))
 
 
 def _sim_tasks_to_allocate(session, j: int) -> list[int]:
