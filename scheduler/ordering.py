@@ -46,6 +46,32 @@ def job_order_key(session, j: int) -> tuple:
     return key
 
 
+def job_order_key_by_state(session, j: int) -> tuple:
+    """:func:`job_order_key`, kept per tuple of the job's task statuses as well (the elastic state is a function of
+    them; its podsets are fixed): eviction scenarios revisit a victim job's states, with a new ``job_version``
+    each time (evicted, then rolled back)."""
+    memo = session.job_order_memo
+    version = session.job_version[j]
+    hit = memo.get(j)
+    if hit is not None and hit[0] == version:
+        return hit[1]
+    st = session.status
+    key = bounded_memo(session.job_order_by_state, (j, tuple([st[i] for i in session.jobs[j].tasks])),
+                       lambda: job_order_key(session, j))
+    memo[j] = (version, key)
+    return key
+
+
+def bounded_memo(memo: dict, key, compute, limit: int = 200_000):
+    """``memo[key]``, computed by ``compute()`` when missing; the memo starts over at ``limit`` entries."""
+    out = memo.get(key)
+    if out is None:
+        if len(memo) >= limit:
+            memo.clear()
+        out = memo[key] = compute()
+    return out
+
+
 def dominant_resource_share(allocated: np.ndarray, allocatable: np.ndarray, total: np.ndarray) -> float:
     """KAI ``GetDominantResourceShare``: max over resources of allocated / allocatable (−1 → cluster total;
     0 → allocated × 1000)."""
@@ -70,28 +96,32 @@ def _le(a: float, b: float) -> bool:
 
 def queue_key(session, q: int, job_resources) -> tuple:
     """Keys 1–6 of the queue order for queue ``q`` with its best pending job requesting ``job_resources``."""
-    qs = session.queues
+    job = tuple(job_resources.tolist() if isinstance(job_resources, np.ndarray) else job_resources)
+    return queue_key_of(session.queues, q, job)
+
+
+def queue_key_of(qs, q: int, job: tuple) -> tuple:
+    """:func:`queue_key` with the job's resources as a tuple of floats (GPU, CPU, memory)."""
     consts = qs.__dict__.get("_order_consts")
     if consts is None or consts[0] is not qs.fair_share or consts[5] is not qs.allocatable:
         consts = (qs.fair_share, qs.fair_share.tolist(), qs.deserved.tolist(), qs.allocatable.tolist(),
                   qs.total.tolist(), qs.allocatable, (-qs.priority).tolist())
         qs._order_consts = consts
         qs._order_memo = {}
+        qs._order_ties = {}
     # The key is a pure function of the queue's Allocated row and the job's resources while the constants above
-    # hold: eviction searches roll back to the same states scenario after scenario, so most keys repeat.
+    # hold: eviction searches roll back to the same states scenario after scenario, so most keys repeat. The
+    # row is read as plain floats (QueueState.allocated_rows, the values the array holds).
     memo = qs._order_memo
-    row = qs.allocated[q]
-    mkey = (q, row.tobytes(),
-            job_resources.tobytes() if isinstance(job_resources, np.ndarray) else tuple(job_resources))
+    alloc = qs.allocated_rows[q]
+    mkey = (q, *alloc, job)
     hit = memo.get(mkey)
     if hit is not None:
         return hit
     if len(memo) >= _MEMO_LIMIT:
         memo.clear()
     _, fair_l, des_l, alloc_l, total, _, prio = consts
-    alloc = row.tolist()
     fair, deserved, allocatable = fair_l[q], des_l[q], alloc_l[q]
-    job = job_resources.tolist() if hasattr(job_resources, "tolist") else list(job_resources)
     over = fair[0] < alloc[0] and fair[1] < alloc[1] and fair[2] < alloc[2]
     with_job = [alloc[0] + job[0], alloc[1] + job[1], alloc[2] + job[2]]
     starved = _le(with_job[0], deserved[0]) and _le(with_job[1], deserved[1]) and _le(with_job[2], deserved[2])
@@ -99,6 +129,19 @@ def queue_key(session, q: int, job_resources) -> tuple:
     key = memo[mkey] = (over, not starved, prio[q], violation, dominant_resource_share(with_job, allocatable, total),
                         dominant_resource_share(alloc, allocatable, total))
     return key
+
+
+def queue_tie_less(session, qa: int, qb: int) -> bool:
+    """:func:`queue_less` of two queues whose keys 1–6 are equal (keys 7 and 8), memoised per session."""
+    qs = session.queues
+    ties = qs.__dict__.get("_order_ties")
+    if ties is None or qs.__dict__.get("_order_consts") is None or qs._order_consts[5] is not qs.allocatable:
+        queue_key_of(qs, qa, (0.0, 0.0, 0.0))   # (re)builds the constants and the memos
+        ties = qs._order_ties
+    hit = ties.get((qa, qb))
+    if hit is None:
+        hit = ties[(qa, qb)] = queue_less(session, qa, (), qb, ())
+    return hit
 
 
 _MEMO_LIMIT = 200_000

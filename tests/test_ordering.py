@@ -64,9 +64,9 @@ def test_key1_over_utilised_needs_all_three_resources():
         "{name: qb, creation_time: 2, gpu: {quota: 1}, cpu: {quota: -1}, memory: {quota: -1}}", PENDING))
     q = s.queues.index["qa"]
     s.queues.fair_share[q] = [1.0, 1000.0, 1.0]
-    s.queues.allocated[q] = [2.0, 2000.0, 2.0]
+    s.queues.allocated_rows[q] = [2.0, 2000.0, 2.0]   # queue_key reads the plain rows
     assert queue_key(s, q, np.zeros(3))[0] is True
-    s.queues.allocated[q] = [2.0, 2000.0, 1.0]  # memory at fair share → not over-utilised
+    s.queues.allocated_rows[q] = [2.0, 2000.0, 1.0]  # memory at fair share → not over-utilised
     assert queue_key(s, q, np.zeros(3))[0] is False
 
 

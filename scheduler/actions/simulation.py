@@ -17,21 +17,32 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from ..ordering import JobsOrderByQueues, _QueueNode, job_order_key, queue_key, queue_less
+from ..ordering import (_heap_down, _heap_up, bounded_memo, job_order_key, job_order_key_by_state, queue_key,
+                        queue_key_of, queue_less, queue_tie_less)
 from ..placement import topology
 from ..session import ACTIVE_ALLOCATED, KIND_WHOLE, OCCUPIES_NODE, Statement
 from ..session.nodes import GPU
 
 
-def sim_tasks_to_allocate(session, j: int) -> list[int]:
+def sim_tasks_to_allocate(session, j: int, by_state: bool = False) -> list[int]:
     """KAI ``GetTasksToAllocate(isRealAllocation=false)``: like allocate's chunk, but tasks evicted in this
-    session (virtually releasing) may be placed again. Kept per job until one of its tasks changes."""
+    session (virtually releasing) may be placed again. Kept per job until one of its tasks changes, and with
+    ``by_state`` per state of its tasks as well (:func:`_sim_tasks_by_state`)."""
     memo = session.sim_tasks_memo
     version = session.job_version[j]
     hit = memo.get(j)
     if hit is None or hit[0] != version:
-        hit = memo[j] = (version, _sim_tasks_to_allocate(session, j))
+        hit = memo[j] = (version, _sim_tasks_by_state(session, j) if by_state else _sim_tasks_to_allocate(session, j))
     return list(hit[1])
+
+
+def _sim_tasks_by_state(session, j: int) -> list[int]:
+    """:func:`_sim_tasks_to_allocate`, a function of the job's task statuses and which of its tasks were evicted in
+    this session (its podsets are fixed), kept per such state."""
+    st, evicted = session.status, session.evict_prior
+    tasks = session.jobs[j].tasks
+    key = (j, tuple([st[i] for i in tasks]), tuple([i for i in tasks if i in evicted]))
+    return bounded_memo(session.sim_tasks_by_state, key, lambda: _sim_tasks_to_allocate(session, j))
 
 
 def _sim_tasks_to_allocate(session, j: int) -> list[int]:
@@ -110,105 +121,228 @@ class PendingJobs:
 class _Leaf:
     """A leaf queue's jobs in job order (a total order, so a sorted sequence pops as KAI's heap does): the
     scenario's jobs (``mine``), merged with the pre-sorted pending jobs of the leaf that are not among them.
-    The head is cached between pushes and pops: the job order reads it at every comparison."""
+    The head is cached between pops: the job order reads it at every comparison."""
 
-    __slots__ = ("mine", "mine_keys", "rest", "rest_keys", "pos", "skip", "_head", "_items")
+    __slots__ = ("mine", "mine_keys", "rest", "rest_keys", "pos", "skip", "head")
 
     def __init__(self, mine_keys: dict, rest: list, rest_keys: dict, skip: set):
         self.mine: list = []
         self.mine_keys, self.rest, self.rest_keys, self.skip = mine_keys, rest, rest_keys, skip
         self.pos = 0
-        self._head = self._items = None
+        self.head = None
 
-    def _rest_head(self):
+    def set_mine(self, jobs: list[int]) -> None:
+        """The scenario's jobs of this leaf (while the order is built)."""
+        self.mine = sorted(jobs, key=self.mine_keys.__getitem__)
+        self._find_head()
+
+    def _find_head(self) -> None:
         rest, skip = self.rest, self.skip
-        while self.pos < len(rest) and rest[self.pos] in skip:
-            self.pos += 1
-        return rest[self.pos] if self.pos < len(rest) else None
+        pos, n = self.pos, len(rest)
+        while pos < n and rest[pos] in skip:
+            pos += 1
+        self.pos = pos
+        r = rest[pos] if pos < n else None
+        mine = self.mine
+        if mine and (r is None or self.mine_keys[mine[0]] < self.rest_keys[r]):
+            r = mine[0]
+        self.head = r
 
-    def push(self, j: int) -> None:
-        self.mine.append(j)
-        self.mine.sort(key=self.mine_keys.__getitem__)
-        self._items = None
-
-    def peek(self):
-        if self._items is None:
-            r = self._rest_head()
-            if self.mine and (r is None or self.mine_keys[self.mine[0]] < self.rest_keys[r]):
-                r = self.mine[0]
-            self._head = r
-            self._items = [] if r is None else [(None, r)]
-        return self._head
-
-    def pop(self):
-        """``(key, job)`` of the next job, as :class:`~scheduler.ordering.JobsOrderByQueues` pops its leaves."""
-        j = self.peek()
+    def pop(self) -> Optional[int]:
+        """The next job, or None when the leaf is empty."""
+        j = self.head
+        if j is None:
+            return None
         if self.mine and j == self.mine[0]:
             self.mine.pop(0)
         else:
             self.pos += 1
-        self._items = None
-        return None, j
-
-    @property
-    def items(self) -> list:
-        """What the job order reads of a leaf: ``[(key, top job)]``, empty when the leaf is."""
-        if self._items is None:
-            self.peek()
-        return self._items
-
-    def __len__(self) -> int:
-        return len(self.mine) + (1 if self._rest_head() is not None else 0)
+        self._find_head()
+        return j
 
 
-class _SimOrder(JobsOrderByQueues):
+class _SimOrder:
     """The job queue of a simulation (KAI ``GetJobsToAllocate``): the scenario's jobs and every pending job of
     the queue trees they are in. A job's queue-order resources are its simulation chunk's (``known`` for the
-    preemptor, whose probe may hold fewer tasks)."""
+    preemptor, whose probe may hold fewer tasks).
+
+    The algorithm of :class:`~scheduler.ordering.JobsOrderByQueues` (Go ``container/heap`` operations per queue
+    level, queues compared through the tops of their child heaps as they stand, marked tops fixed lazily), built
+    once, as that class does when each leaf's jobs are pushed together, leaves in index order, best job first
+    (tests/test_sim_order.py compares the two). Specialised for the few queues of a simulation: a node is its
+    queue index, a leaf a :class:`_Leaf`, and a queue's key is kept per (Allocated version, top job): within one
+    order a job's resources do not change."""
+
+    __slots__ = ("session", "_known", "_pending", "_skip", "_qs", "_qver", "_parent", "_heaps", "_leaves",
+                 "_up", "_marked", "_roots", "_keys", "_res")
 
     def __init__(self, session, jobs: list[int], known: dict, pending: Optional[PendingJobs]):
+        self.session = session
         self._known = known
         self._pending = pending
         self._skip = set(jobs)
-        super().__init__(session, [])
-        leaves, keys = _scenario_leaves(session, jobs, pending, self._skip)
-        rest_keys = pending.keys if pending is not None else {}
+        qs = self._qs = session.queues
+        self._qver = qs.version
+        self._parent = qs.parent
+        self._heaps: dict[int, list[int]] = {}     # internal queue -> heap of child queues
+        self._leaves: dict[int, _Leaf] = {}
+        self._up: dict[int, int] = {}              # linked queue -> its parent (-1: a root)
+        self._marked: set[int] = set()             # KAI needsReorder
+        self._roots: list[int] = []
+        self._keys: dict[int, tuple] = {}          # queue -> (Allocated version, top job, key)
+        self._res: dict[int, tuple] = {}           # job -> its resources as floats
+        leaves, keys = _scenario_leaves(session, jobs, pending, self._skip, by_state=True)
         if pending is not None:
-            roots = {session.queues.chains[q][-1] for q in leaves}
+            rest_keys = pending.keys
+            roots = {qs.chains[q][-1] for q in leaves}
             for q, lst in pending.by_leaf.items():
                 if q not in leaves and lst and pending.root[q] in roots:
-                    leaves[q] = _Leaf(keys, lst, rest_keys, self._skip)
+                    leaf = leaves[q] = _Leaf(keys, lst, rest_keys, self._skip)
+                    leaf._find_head()
         for q in sorted(leaves):
-            if len(leaves[q]):
-                node = self._nodes[q] = _QueueNode(q, leaves[q], True)
-                self._link(node)
-                self._mark(node)
+            if leaves[q].head is not None:
+                self._leaves[q] = leaves[q]
+                self._link(q)
+                self._mark(q)
 
-    def push(self, j: int) -> None:
-        raise NotImplementedError("a simulation's job queue is built once")
+    # ------------------------------------------------------------------ tree (JobsOrderByQueues._link etc.)
 
-    def _job_resources(self, j: int) -> np.ndarray:
-        res = self._known.get(j)
+    def _link(self, q: int) -> None:
+        parent = int(self._parent[q])
+        if parent < 0:
+            self._up[q] = -1
+            self._push(self._roots, q)
+            return
+        created = parent not in self._heaps
+        if created:
+            self._heaps[parent] = []
+        self._up[q] = parent
+        self._push(self._heaps[parent], q)
+        if created:
+            self._link(parent)
+
+    def _mark(self, q: int) -> None:
+        marked, up = self._marked, self._up
+        while q >= 0:
+            marked.add(q)
+            q = up[q]
+
+    def _nonempty(self, q: int) -> bool:
+        leaf = self._leaves.get(q)
+        return bool(self._heaps[q]) if leaf is None else leaf.head is not None
+
+    def pop(self) -> Optional[int]:
+        """The next job, or None when none is left (KAI ``PopNextJob``)."""
+        heap = self._roots
+        leaves, heaps, marked = self._leaves, self._heaps, self._marked
+        while True:   # KAI getNextNode per level: fix a marked top once, then take the top
+            if not heap:
+                return None
+            top = heap[0]
+            if top in marked:
+                self._down(heap, 0, len(heap))
+                marked.discard(top)
+                continue
+            leaf = leaves.get(top)
+            if leaf is not None:
+                if leaf.head is None:
+                    return None
+                break
+            heap = heaps[top]   # an empty one ends the pop at the loop's start (KAI getNextNode)
+        j = leaf.pop()
+        q = top
+        while True:   # KAI handlePopFromNode
+            if self._nonempty(q):
+                self._mark(q)
+                break
+            parent = self._up.pop(q)
+            h = self._roots if parent < 0 else heaps[parent]
+            n = len(h) - 1
+            h[0], h[n] = h[n], h[0]
+            self._down(h, 0, n)
+            h.pop()
+            leaves.pop(q, None)
+            heaps.pop(q, None)
+            if parent < 0:
+                break
+            q = parent
+        return j
+
+    # ------------------------------------------------------------------ Go container/heap
+
+    def _push(self, h: list, q: int) -> None:
+        h.append(q)
+        _heap_up(h, len(h) - 1, self._less)
+
+    def _down(self, h: list, i: int, n: int) -> None:
+        _heap_down(h, i, n, self._less)
+
+    # ------------------------------------------------------------------ comparisons
+
+    def _less(self, a: int, b: int) -> bool:
+        ka = self._key(a)
+        if ka is None:   # an empty queue goes first (it is popped from its heap next)
+            return True
+        kb = self._key(b)
+        if kb is None:
+            return False
+        if ka != kb:
+            return ka < kb
+        return queue_tie_less(self.session, a, b)
+
+    def _key(self, q: int) -> Optional[tuple]:
+        """Keys 1-6 of the queue order with the job at the top of the queue's subtree (tops as they stand); None
+        for an empty queue."""
+        n = q
+        leaves = self._leaves
+        leaf = leaves.get(n)
+        while leaf is None:
+            h = self._heaps[n]
+            if not h:
+                return None
+            n = h[0]
+            leaf = leaves.get(n)
+        j = leaf.head
+        if j is None:
+            return None
+        qv = self._qver[q]
+        cached = self._keys.get(q)
+        if cached is not None and cached[0] == qv and cached[1] == j:
+            return cached[2]
+        res = self._res.get(j)
         if res is None:
-            if j not in self._skip and self._pending is not None:
-                return self._pending.resources_of(j)
-            res = self._known[j] = sim_job_resources(self.session, j)
-        return res
+            res = self._res[j] = self._job_resources(j)
+        key = queue_key_of(self._qs, q, res)
+        self._keys[q] = (qv, j, key)
+        return key
+
+    def _job_resources(self, j: int) -> tuple:
+        """The job's simulation chunk's resources (GPU, CPU, memory) as floats."""
+        res = self._known.get(j)
+        if res is not None:
+            return tuple(res.tolist())
+        if j not in self._skip and self._pending is not None:
+            return tuple(self._pending.resources_of(j).tolist())
+        s = self.session   # sim_job_resources's values without the array
+        return s._job_request(sim_tasks_to_allocate(s, j, by_state=True), s.min_gpu_mem)
 
 
-def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], skip: set) -> tuple[dict, dict]:
+def _scenario_leaves(session, jobs: list[int], pending: Optional[PendingJobs], skip: set,
+                     by_state: bool = False) -> tuple[dict, dict]:
     """Per leaf queue of ``jobs``, a :class:`_Leaf` holding them and that queue's other pending jobs, and the
-    jobs' keys: a job of the scenario has its own key (its state may differ from the one the index holds)."""
-    keys = {j: job_order_key(session, j) for j in jobs}
+    jobs' keys: a job of the scenario has its own key (its state may differ from the one the index holds); with
+    ``by_state``, keys kept per task state too (:func:`~scheduler.ordering.job_order_key_by_state`)."""
+    key_of = job_order_key_by_state if by_state else job_order_key
+    keys = {j: key_of(session, j) for j in jobs}
     rest_keys = pending.keys if pending is not None else {}
-    leaves: dict[int, _Leaf] = {}
+    mine: dict[int, list[int]] = {}
+    infos = session.jobs
     for j in jobs:
-        q = session.jobs[j].queue
-        leaf = leaves.get(q)
-        if leaf is None:
-            rest = pending.by_leaf.get(q, []) if pending is not None else []
-            leaf = leaves[q] = _Leaf(keys, rest, rest_keys, skip)
-        leaf.push(j)
+        mine.setdefault(infos[j].queue, []).append(j)
+    leaves: dict[int, _Leaf] = {}
+    for q, lst in mine.items():
+        leaf = leaves[q] = _Leaf(keys, pending.by_leaf.get(q, []) if pending is not None else [], rest_keys, skip)
+        leaf.set_mine(lst)
     return leaves, keys
 
 
@@ -216,7 +350,8 @@ def sim_job_order(session, jobs: Iterable[int], known: Optional[dict] = None,
                   pending: Optional[PendingJobs] = None, popped: Optional[list] = None):
     """Yield ``jobs`` in KAI's queue/job order, each once, re-evaluated after each one (placements in between
     change the queues' Allocated). The ``pending`` jobs take part in the order and are skipped. ``known``: chunk
-    resources per job, filled in as computed (valid while those jobs are not placed). ``popped``: a list that
+    resources of jobs whose chunk is not the simulation chunk the session gives (the preemptor's probe); may be
+    filled in with others as computed. ``popped``: a list that
     receives every job the queue tree pops, skipped ones too (not filled where every job sits in a top-level
     queue)."""
     targets = list(dict.fromkeys(jobs))
@@ -260,7 +395,7 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
             return
         best, best_key = -1, None
         for q in queues:
-            j = leaves[q].peek()
+            j = leaves[q].head
             if j is None:   # the leaf is empty
                 continue
             res = known.get(j)
@@ -274,7 +409,7 @@ def _flat_order(session, targets: list[int], known: dict, pending: Optional[Pend
                 best, best_key = q, key
         if best < 0:
             return
-        _, j = leaves[best].pop()
+        j = leaves[best].pop()
         if j in wanted:
             wanted.discard(j)
             yield j

@@ -213,6 +213,10 @@ class Session:
         self._amount_cache: dict[int, tuple[float, np.ndarray]] = {}
         self._shape_keys: dict[int, tuple] = {}   # node_values: the cache key of each task's request
         self.sim_tasks_memo: dict[int, tuple[int, list[int]]] = {}
+        # per (job, its tasks' statuses[, evicted tasks]): the same values by state, which eviction scenarios revisit
+        # with a new job_version each time (evicted, then rolled back)
+        self.job_order_by_state: dict[tuple, tuple] = {}
+        self.sim_tasks_by_state: dict[tuple, list[int]] = {}
         self._elastic_memo: dict[int, tuple[int, int]] = {}   # per job, (job_version, elastic_state)
         self.job_version = [0] * len(snapshot.jobs)  # bumped when any task of the job changes state
         self._numeric_groups = any(g.isdigit() for g in self.group_ids)
