@@ -100,8 +100,9 @@ def queue_key(session, q: int, job_resources) -> tuple:
     return queue_key_of(session.queues, q, job)
 
 
-def queue_key_of(qs, q: int, job: tuple) -> tuple:
-    """:func:`queue_key` with the job's resources as a tuple of floats (GPU, CPU, memory)."""
+def _order_consts(qs) -> tuple:
+    """The queue values the order reads as plain lists, (re)built with empty key and tie memos whenever the
+    queues' fair share or allocatable arrays were replaced."""
     consts = qs.__dict__.get("_order_consts")
     if consts is None or consts[0] is not qs.fair_share or consts[5] is not qs.allocatable:
         consts = (qs.fair_share, qs.fair_share.tolist(), qs.deserved.tolist(), qs.allocatable.tolist(),
@@ -109,6 +110,12 @@ def queue_key_of(qs, q: int, job: tuple) -> tuple:
         qs._order_consts = consts
         qs._order_memo = {}
         qs._order_ties = {}
+    return consts
+
+
+def queue_key_of(qs, q: int, job: tuple) -> tuple:
+    """:func:`queue_key` with the job's resources as a tuple of floats (GPU, CPU, memory)."""
+    consts = _order_consts(qs)
     # The key is a pure function of the queue's Allocated row and the job's resources while the constants above
     # hold: eviction searches roll back to the same states scenario after scenario, so most keys repeat. The
     # row is read as plain floats (QueueState.allocated_rows, the values the array holds).
@@ -134,10 +141,8 @@ def queue_key_of(qs, q: int, job: tuple) -> tuple:
 def queue_tie_less(session, qa: int, qb: int) -> bool:
     """:func:`queue_less` of two queues whose keys 1–6 are equal (keys 7 and 8), memoised per session."""
     qs = session.queues
-    ties = qs.__dict__.get("_order_ties")
-    if ties is None or qs.__dict__.get("_order_consts") is None or qs._order_consts[5] is not qs.allocatable:
-        queue_key_of(qs, qa, (0.0, 0.0, 0.0))   # (re)builds the constants and the memos
-        ties = qs._order_ties
+    _order_consts(qs)
+    ties = qs._order_ties
     hit = ties.get((qa, qb))
     if hit is None:
         hit = ties[(qa, qb)] = queue_less(session, qa, (), qb, ())

@@ -427,8 +427,7 @@ def allocate_job_sim(session, stmt: Statement, j: int, tasks: Optional[list[int]
         # no node has the GPUs: fails like the node search below would, with its session-long marks (KAI runs the
         # first task's pre-filter and pre-score before finding no node)
         if session.predicates_apply:
-            session.predicates.note_pre_filter(tasks[0])
-            session.predicates.note_node_search(tasks[0])
+            session.predicates.note_placement_attempt(tasks[0])
         return False
     if session.job_over_capacity(j, tasks) is not None:
         return False

@@ -1023,10 +1023,9 @@ class Session:
             # + releasing) whole GPUs went negative — a shared GPU opened without an idle one, as KAI's own
             # accounting does — takes no CPU-only pod on idle (it is pipelined) or at all (node_info.go
             # lessEqualTaskToNodeResources).
-            gpu_idle = iT[GPU] - ns.mig_eq_idle[rows] if self._mig_nodes else iT[GPU]
             gpu_ok = self._whole_free(fT[GPU], rows) >= 0
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
-            idle_fit = fits & base_idle & (gpu_idle >= 0)
+            idle_fit = fits & base_idle & (self._whole_idle(iT[GPU], rows) >= 0)
             local = self._cpu_local(fT[CPU], ns.allocatable[rows, CPU]) + np.where(ns.cpu_only[rows], scores.RESOURCE_TYPE, 0.0)
             if self.config.placement.gpu == "binpack":  # gpusharingorder: 0 GPU memory fits every shared GPU
                 local = local + np.where(ns.shared_gpu_in_use(rows), scores.GPU_SHARING, 0.0)
@@ -1041,7 +1040,7 @@ class Session:
                     gpu_ok = gpu_ok & ~ns.mig_single[rows]
             else:  # whole devices: the GPUs beside the node's MIG instances
                 gpu_ok = whole_free >= need
-                gpu_idle = iT[GPU] - ns.mig_eq_idle[rows] >= need if self._mig_nodes else iT[GPU] >= need
+                gpu_idle = self._whole_idle(iT[GPU], rows) >= need
                 if ns.mig_strategy:
                     gpu_ok = gpu_ok & ~ns.mig_mixed[rows]
             fits = ready & cpu_ok & mem_ok & pods_ok & gpu_ok
@@ -1103,6 +1102,10 @@ class Session:
         """Idle + releasing whole GPUs of nodes ``rows``: KAI's GPU column, without MIG instances."""
         return free_gpu - self.nodes.mig_eq_free[rows] if self._mig_nodes else free_gpu
 
+    def _whole_idle(self, idle_gpu: np.ndarray, rows) -> np.ndarray:
+        """Idle whole GPUs of nodes ``rows``, without MIG instances (see :meth:`_whole_free`)."""
+        return idle_gpu - self.nodes.mig_eq_idle[rows] if self._mig_nodes else idle_gpu
+
     def _numeric_group_fit(self, shared_fit: np.ndarray, rows) -> np.ndarray:
         """Per node: the request fits an existing shared GPU whose group id is a number (KAI ``isNewGpuGroup``)."""
         ns = self.nodes
@@ -1123,9 +1126,9 @@ class Session:
         cpu, mem = self._cpu_l[i], self._mem_l[i]
         fits = self._node_ready[n] and f1 >= cpu and f2 >= mem and f3 >= 1
         idle = i1 >= cpu and i2 >= mem and i3 >= 1
+        if self._mig_nodes:
+            f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])  # whole GPUs only
         if self.kind_list[i] == KIND_NONE:
-            if self._mig_nodes:
-                f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])
             fits = fits and f0 >= 0   # the GPU entry of KAI's request vector (see _eval)
             idle = idle and i0 >= 0
             one = self._cpu_one
@@ -1138,8 +1141,6 @@ class Session:
         else:
             need = self._node_gpu_l[i]
             mig = self.mig_req.get(i) if self.mig_req else None
-            if self._mig_nodes:
-                f0, i0 = f0 - float(ns.mig_eq_free[n]), i0 - float(ns.mig_eq_idle[n])  # whole GPUs only
             if mig is not None:
                 fits = fits and mig[1] and bool(((ns.mig_idle[n] + ns.mig_rel[n]) >= mig[0]).all()) \
                     and not ns.mig_single[n]
@@ -1251,8 +1252,7 @@ class Session:
         if self.nodes.n == 0:
             return -1  # an empty cluster (e.g. nodes not readable yet): nothing fits anywhere
         if self.predicates_apply:
-            self.predicates.note_pre_filter(i)   # KAI: PrePredicateFn, then the node order's PreScore
-            self.predicates.note_node_search(i)
+            self.predicates.note_placement_attempt(i)
         if fit is not None:
             fits = fit.fits if allowed is None else fit.fits & allowed
             if not fits.any():

@@ -251,6 +251,12 @@ class Predicates:
             out = {k: v[rows] for k, v in out.items()}
         return out
 
+    def note_placement_attempt(self, i: int) -> None:
+        """KAI tries to place task ``i`` (``allocateTask``): its PreFilter, then the node order's PreScore, each of
+        which may mark the task for the rest of the session (:meth:`note_pre_filter`, :meth:`note_node_search`)."""
+        self.note_pre_filter(i)
+        self.note_node_search(i)
+
     def note_pre_filter(self, i: int) -> None:
         """KAI runs kube-scheduler's InterPodAffinity PreFilter each time it tries to place task ``i``
         (``actions/common/allocate.go`` allocateTask → ``PrePredicateFn``). It returns Skip when the pod has no
@@ -382,26 +388,26 @@ class Predicates:
             return has_all
         return ok
 
-    def _existing_anti_matches(self, ns: str, labels: dict) -> bool:
-        """Whether some pod's required anti-affinity term matches this pod on a node with the term's topology
-        label (kube-scheduler's ``existingAntiAffinityCounts`` is not empty)."""
-        for k in range(self.n):
-            for rec in self._pods(k):
-                for term in rec.anti:
-                    if _term_matches(term, rec.namespace, ns, labels) and self.domains(term.topology_key)[k] >= 0:
-                        return True
-        return False
-
-    def _existing_anti_ok(self, ns: str, labels: dict) -> np.ndarray:
-        """No pod in the node's domain has a required anti-affinity term matching this pod (symmetry)."""
-        forbidden: dict[str, set[int]] = {}
+    def _existing_anti_domains(self, ns: str, labels: dict):
+        """``(topology key, domain)`` of every placed pod's required anti-affinity term that matches this pod, on a
+        node carrying the term's topology label (kube-scheduler's ``existingAntiAffinityCounts``)."""
         for k in range(self.n):
             for rec in self._pods(k):
                 for term in rec.anti:
                     if _term_matches(term, rec.namespace, ns, labels):
                         d = self.domains(term.topology_key)[k]
                         if d >= 0:
-                            forbidden.setdefault(term.topology_key, set()).add(int(d))
+                            yield term.topology_key, int(d)
+
+    def _existing_anti_matches(self, ns: str, labels: dict) -> bool:
+        """Whether :meth:`_existing_anti_domains` finds any (the PreFilter's counts are not empty)."""
+        return next(self._existing_anti_domains(ns, labels), None) is not None
+
+    def _existing_anti_ok(self, ns: str, labels: dict) -> np.ndarray:
+        """No pod in the node's domain has a required anti-affinity term matching this pod (symmetry)."""
+        forbidden: dict[str, set[int]] = {}
+        for key, d in self._existing_anti_domains(ns, labels):
+            forbidden.setdefault(key, set()).add(d)
         ok = np.ones(self.n, dtype=bool)
         for key, bad in forbidden.items():
             dom = self.domains(key)
