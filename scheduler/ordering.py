@@ -341,14 +341,22 @@ class JobsOrderByQueues:
 
     def pop(self) -> Optional[int]:
         """The next job in KAI's order, or None when none is left (KAI ``PopNextJob``)."""
+        got = self._pop_top()
+        if got is None:
+            return None
+        leaf, (_, j) = got
+        self._after_pop(leaf)
+        return j
+
+    def _pop_top(self):
+        """``(leaf node, the item popped from it)`` of the best leaf, or None when the tree is empty; the caller
+        runs :meth:`_after_pop` on the leaf."""
         if not len(self._roots):
             return None
         leaf = self._traverse(self._roots)
         if leaf is None:
             return None
-        _, j = leaf.children.pop()
-        self._after_pop(leaf)
-        return j
+        return leaf, leaf.children.pop()
 
     # ------------------------------------------------------------------ tree
 

@@ -497,12 +497,10 @@ class VictimQueue(JobsOrderByQueues):
                 leaf = None
                 j, rep = single.pop()
             else:
-                if not len(self._roots):
+                got = self._pop_top()
+                if got is None:
                     return None
-                leaf = self._traverse(self._roots)
-                if leaf is None:
-                    return None
-                j, rep = leaf.children.pop()
+                leaf, (j, rep) = got
             if self._max_jobs >= 0 and j not in self._seen_jobs and len(self._seen_jobs) >= self._max_jobs:
                 if leaf is not None:
                     self._after_pop(leaf)
