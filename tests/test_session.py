@@ -223,3 +223,17 @@ def test_evicting_a_task_pipelined_onto_a_releasing_device_then_discarding_resto
     assert s.status[new] == "pipelined"
     for k, v in before.items():
         np.testing.assert_array_equal(getattr(s.nodes, k), v, err_msg=k)
+
+
+def test_job_table_answers_for_every_job_whether_built_or_not():
+    """session.jobs builds JobInfo objects lazily; its mapping methods must still see every job of the
+    snapshot (a dict view of the built ones alone would silently miss the rest)."""
+    s = session_from_yaml(SNAP)
+    jobs = s.jobs
+    assert jobs.built() <= 1
+    assert 2 in jobs and np.int64(2) in jobs and 3 not in jobs and -1 not in jobs and "run" not in jobs
+    assert jobs.get(2).key == "new" and jobs.get(7) is None
+    assert [info.key for info in jobs.values()] == ["run", "frac", "new"]
+    assert [(j, info.key) for j, info in jobs.items()] == [(0, "run"), (1, "frac"), (2, "new")]
+    assert list(jobs.keys()) == [0, 1, 2] and len(jobs) == 3
+    assert [info.index for info in jobs] == [0, 1, 2] and jobs.built() == 3

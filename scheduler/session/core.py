@@ -12,6 +12,7 @@ The input snapshot is never mutated: per-task state lives in the session's own l
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
@@ -154,7 +155,33 @@ class JobTable(dict):
         return len(self._jobs)
 
     def __iter__(self):
+        """Every job's :class:`JobInfo` in index order (built on the way), as a list of them would."""
         return (self[j] for j in range(len(self._jobs)))
+
+    # The mapping methods answer for every job of the snapshot, built or not: the dict underneath holds only
+    # the jobs built so far, and ``j in table`` or ``table.values()`` reading it would silently miss the others.
+    def __contains__(self, j) -> bool:
+        try:
+            j = operator.index(j)
+        except TypeError:
+            return False
+        return 0 <= j < len(self._jobs)
+
+    def get(self, j, default=None):
+        return self[j] if j in self else default
+
+    def keys(self):
+        return range(len(self._jobs))
+
+    def values(self):
+        return list(self)
+
+    def items(self):
+        return [(info.index, info) for info in self]
+
+    def built(self) -> int:
+        """How many jobs have been built so far (diagnostics, tests)."""
+        return dict.__len__(self)
 
 
 class Session:
