@@ -3,6 +3,7 @@
 (``_AloneWatch``), and the queue-order key memo (scheduler/ordering.py)."""
 
 import json
+import re
 from collections import Counter
 
 import numpy as np
@@ -28,6 +29,17 @@ def _decisions(snap) -> str:
     contract.pop("timings_ms", None)
     contract.pop("meta", None)
     return json.dumps({"contract": contract, "notes": eviction_notes(result)}, sort_keys=True, default=str)
+
+
+def _same_decisions(case, slow: str, fast: str) -> None:
+    """The full simulation's decisions and explanations equal the fast path's. On the what-if cluster the
+    explanations' scenario counts may differ: discarding a scenario the fast path never simulates (pend-77's
+    failing MultiNodeGang scenario under reclaim) moves a shared GPU's idle count on h100-40 (KAI's
+    history-dependent shared-GPU accounting, which its own Discard shares: docs/engine.md, *What-if states
+    against KAI*), so a later failed search (pend-56) tries a few scenarios more or less."""
+    if case == "whatif-quota":
+        slow, fast = (re.sub(r"\(\d+ scenarios tried", "(N scenarios tried", x) for x in (slow, fast))
+    assert slow == fast
 
 
 def _spy(monkeypatch, owner, name: str, record) -> list:
@@ -57,7 +69,7 @@ def test_preemptor_alone_precheck_keeps_every_decision(case, tmp_path, monkeypat
     assert any(rejected), "the pre-check never rejected a scenario on this cluster: the test compares nothing"
 
     monkeypatch.setattr(solver_mod.Solver, "_alone_decides", lambda self, pending: False)
-    assert _decisions(snap) == fast
+    _same_decisions(case, _decisions(snap), fast)
 
 
 QUEUES = """
@@ -108,7 +120,7 @@ def test_preemptor_watch_keeps_every_decision(case, tmp_path, monkeypatch):
 
     monkeypatch.setattr(solver_mod.Solver, "watch_alone", False)
     ended.clear()
-    assert _decisions(snap) == fast
+    _same_decisions(case, _decisions(snap), fast)
     assert not ended
 
 

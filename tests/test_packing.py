@@ -15,6 +15,7 @@ from scheduler.engine import run_session
 from scheduler.fairshare import compute_fair_share
 from scheduler.model import Job, Node, Queue, QueueResource, SchedulerConfig, Snapshot, Task
 from scheduler.session import Session
+from scheduler.session.nodes import GPU
 from scheduler.snapshot_io import loads_snapshot
 from strategies import snapshots
 
@@ -221,3 +222,22 @@ jobs:
     assert scenario_capacity(s, [])[0, 0] == 0
     assert scenario_capacity(s, [s.task_index["f-0"]])[0, 0] == 1
     assert np.isfinite(scenario_capacity(s, []).sum())
+
+
+def test_a_node_drifted_below_zero_does_not_rule_out_victims_left_on_it(session):
+    """KAI's discard drift can leave a node's idle + releasing GPU count below zero (docs/actions.md: the
+    shared-GPU accounting of an undone un-evict; seed 4198 reaches −8 on one node, KAI's own log −6). A
+    scenario that never touches that node still works, so the every-candidate pre-check
+    (``Solver._may_ever_succeed``: all candidates evicted, all placed again for consolidation) must not fail
+    because a victim the scenario leaves alone cannot go back onto its drifted node."""
+    s = session
+    c = s.nodes.index["c"]
+    s.nodes.rel_rows[c][GPU] = -3.0   # rc-0 holds 2 of c's 4 GPUs: idle 2 + releasing −3 = −1
+    s.nodes.derive(c)
+    assert s.nodes.free[c, GPU] == -1
+    big, ra, rc = _t(s, "big-0"), _t(s, "ra-0"), _t(s, "rc-0")
+    # the scenario {ra-0}: big-0 takes node a, ra-0 moves to b; rc-0 stays where it is
+    assert may_place(s, task_classes(s, [big, ra]), scenario_capacity(s, [ra]))
+    # every candidate evicted (ra-0 and rc-0): rc-0 may go back onto c, as leaving it there would
+    assert may_place(s, task_classes(s, [big, ra, rc]), scenario_capacity(s, [ra, rc]))
+    assert scenario_capacity(s, [])[c, GPU] == 0

@@ -63,8 +63,13 @@ def victim_delta(session, victims: Iterable[int]) -> tuple[np.ndarray, np.ndarra
 
 def capacity_with(session, deltas) -> np.ndarray:
     """Idle + releasing resources of every node plus the :func:`victim_delta` s of a scenario's victims;
-    each shared GPU a victim sits on counts one whole GPU more (it frees one if all its fractions go)."""
-    cap = session.nodes.free.copy()
+    each shared GPU a victim sits on counts one whole GPU more (it frees one if all its fractions go).
+
+    A node's idle + releasing count below zero (KAI's discard drift of shared-GPU accounting, docs/actions.md)
+    counts as zero: a simulation places nothing on such a node but does not need it either, and the pre-check
+    of every candidate victim (``Solver._may_ever_succeed``) puts the victims a scenario leaves alone back on
+    their own nodes, which a negative remainder would wrongly forbid."""
+    cap = np.maximum(session.nodes.free, 0.0)
     if not deltas:
         return cap
     if len(deltas) == 1:

@@ -442,10 +442,17 @@ class VictimQueue(JobsOrderByQueues):
     # ---- comparisons (victim mode)
 
     def _rep_alloc(self, j: int, rep: Optional[frozenset]) -> np.ndarray:
-        """KAI's ``AllocatedVector`` of a job representative: what its active tasks hold in their queue."""
+        """KAI's ``AllocatedVector`` of a job representative: what its allocated tasks hold in their queue.
+
+        Only Allocated / Bound / Binding / Running tasks count (``podgroup_info/job_info.go``,
+        ``pod_status.AllocatedStatus``): a task pipelined earlier in the session is in its queue's allocated but
+        adds nothing to what taking the job gives up (the what-if over-quota-weight state, KAI 10 of 10 runs)."""
         s = self.s
         g = c = m = 0.0
+        st = s.status
         for i in active_tasks(s, j, rep):
+            if st[i] == "pipelined":
+                continue
             g += s.accepted[i]
             c += float(s.cpu[i])
             m += float(s.mem[i])
