@@ -76,3 +76,13 @@ def test_seed_5070_cpu_only_gang_is_pipelined_as_kai_does():
     # the gpu-memory pod placed before them drove h100-10's idle GPUs to -1, as in KAI's log
     sess = Session(result.snapshot, compute_fair_share(result.snapshot))
     assert float(np.asarray(sess.nodes.idle)[sess.nodes.index["h100-10"], GPU]) < 0
+
+
+def test_the_fit_error_of_a_cpu_only_pod_refused_for_gpus_has_numbers():
+    # held-out MIG seed 7032: a CPU-only pod refused by a node whose whole GPUs went to -1 made the why-pending
+    # message read the pod's GPU memory (NaN: it asks for none) and the whole session failed
+    s, i, n = _session()
+    _set_gpus(s, n, idle=-1.0, releasing=0.0)
+    message, details = s.fit_error(i)
+    assert message == "0/1 nodes fit: 1 insufficient GPU (need 0, max free -1)"
+    assert details["GPU_need"] == 0.0 and details["GPU_max_free"] == -1.0

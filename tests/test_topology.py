@@ -147,6 +147,30 @@ def test_nodes_without_the_level_labels_are_not_used():
     assert _placed(r) == ["n2", "n3"]
 
 
+def test_a_required_level_above_the_members_common_domain_holds_nothing_as_in_kai():
+    # Only n5 and n6 carry every level's label (zone b, rack b1): the lowest domain common to the member nodes is
+    # rack b1 (no preferred level, so KAI walks down while every member agrees). KAI sums free resources only
+    # inside that domain's subtree (plugins/topology/job_filtering.go subSetNodesFn: calcSubTreeFreeResources /
+    # calcTreeAllocatable on the common domain), so the required zone b above it keeps a zero free vector and
+    # fits no chunk that requests anything; the job waits although n6 has 8 GPUs free.
+    doc = _doc(_gang(1, 1, {"topology": "net", "required_level": "zone"}))
+    for node in doc["nodes"]:
+        if node["name"] not in ("n5", "n6"):
+            del node["labels"][RACK]
+    r = run_session(snapshot_from_dict(doc))
+    assert _placed(r) == [None]
+    assert r.jobs["train"].message == (f"topology net, requirement {ZONE} couldn't be satisfied for job "
+                                       "<default/train>")
+    # the required level at or below the common domain is unaffected: rack b1 holds the pod on n6
+    doc = _doc(_gang(1, 1, {"topology": "net", "required_level": "rack"}))
+    for node in doc["nodes"]:
+        if node["name"] not in ("n5", "n6"):
+            del node["labels"][RACK]
+    assert _placed(run_session(snapshot_from_dict(doc))) == ["n6"]
+    # with members in two zones the common domain is the root: a zone holds the pod as before (b, the fuller)
+    assert _placed(_run(_gang(1, 1, {"topology": "net", "required_level": "zone"}))) == ["n6"]
+
+
 def test_plan_orders_domains_narrowest_level_first_and_fullest_first():
     snap = snapshot_from_dict(_doc(_gang(2, 4, {"topology": "net", "required_level": "zone",
                                                 "preferred_level": "rack"})))

@@ -13,7 +13,9 @@ Facts from KAI (``pkg/scheduler/plugins/topology/``, commit d5bc503), paraphrase
   sums them ("node-group X can allocate only N of M required pods"); otherwise the sum of the requests must fit
   the domain's idle + releasing resources.
 - The relevant levels run from the preferred level (or the required one) up to the required level (or root
-  without one). Every domain of those levels that fits is a candidate; when the job already has active pods
+  without one). Free resources and allocatable pods are summed only inside the lowest common domain's subtree,
+  so a domain above it (the required zone when every member node is in one rack) holds no chunk that requests
+  anything. Every domain of those levels that fits is a candidate; when the job already has active pods
   and a required level, only the required-level domains holding one of them (and their sub-domains) count.
 - Candidates are tried in turn, narrowest level first; inside a level in the order of the tree sorted for
   bin-packing: children by the chunk's dominant-resource ratio to their free resources, highest first (the
@@ -382,7 +384,12 @@ def plan(session, j: int, tasks: list[int]) -> Optional[Plan]:
 
     allowed_required = _domains_with_active_pods(session, j, tree, req_lvl) if req_lvl is not None else None
     candidates: list[tuple[int, int]] = []
+    # KAI computes free resources and allocatable pods only inside the common domain's subtree; a domain above it
+    # keeps a zero free vector, so it holds no chunk that requests anything (job_filtering.go subSetNodesFn)
+    above_fails = bool((total[:_RES] > 0).any())
     for lvl in range(low, top - 1, -1):
+        if lvl < common_lvl and above_fails:
+            break
         ok = fits(lvl)
         order = np.zeros(1, dtype=np.int64) if lvl < 0 else np.argsort(pos[lvl])
         doms = order[ok[order]].tolist()

@@ -1510,6 +1510,9 @@ class Session:
             k = self.kind_list[i]
             if k == KIND_WHOLE:
                 return float(self.gpu[i]), float(ns.non_allocated(GPU)[ready].max(initial=0))
+            if k == KIND_NONE:  # no GPU asked: only nodes whose whole GPUs went negative fail it (see _eval)
+                whole = self._whole_free(ns.non_allocated(GPU), slice(None))[ready]
+                return 0.0, float(whole.max()) if whole.size else 0.0
             # shared: need = per-device fraction; max free = largest room on one device
             room = np.where(fit.shared_fit is not None and ns.sh_used > 0,
                             (ns.gpu_mem[:, None] - ns.sh_alloc + ns.sh_rel) / np.where(ns.gpu_mem > 0, ns.gpu_mem, 1)[:, None],
