@@ -23,7 +23,9 @@ def explained():
     for seed, nodes in ((7, 64), (3, 8)):
         snap = generate_scenario(seed=seed, nodes=nodes).snapshot
         jobs = {j.key: j for j in snap.jobs}
-        out += [(e, jobs[e.job]) for e in explain_pending(snap, run_session(snap)) if e.counterfactual]
+        # a budget no search reaches on a busy machine: the same answers every run
+        out += [(e, jobs[e.job]) for e in explain_pending(snap, run_session(snap), budget_ms_per_job=60_000)
+                if e.counterfactual]
     return out
 
 
@@ -44,8 +46,8 @@ def test_every_real_counterfactual_gets_a_one_line_summary_with_its_numbers(expl
             assert short.startswith(f"{what} +{over} GPUs"), (short, cf.message)   # the job's own queue: not repeated
             assert short.endswith(": not enough") == ("even then it would wait" in cf.message), short
         elif cf.kind == "release":
-            assert short.startswith(f"{cf.queue} releases {cf.amount:g} GPUs ("), short
-            assert f"({len(cf.jobs)} job" in short, (short, cf.jobs)
+            many = f" ({len(cf.jobs)} jobs)" if len(cf.jobs) > 1 else ""
+            assert short == f"{cf.queue} frees {cf.amount:g} GPUs{many}", (short, cf.jobs)
         elif cf.kind == "add_nodes":
             n, pool = re.search(r"with (\d+) more nodes? like \S+ in pool (\S+)", cf.message).groups()
             assert short == f"+{n} node{'s' if n != '1' else ''} in pool {pool}", short
@@ -66,7 +68,7 @@ def test_a_limit_of_another_queue_names_that_queue():
     ("needs 16 whole GPUs on one node; the largest Ready node has 8 GPUs: no change of queues or placement can help",
      "needs a 16-GPU node (max 8)"),
     ("would start if queue llm released 72 GPUs (a, b, c, d, e and 3 more jobs); llm holds 186 GPUs against a fair "
-     "share of 144 GPUs", "llm releases 72 GPUs (8 jobs)"),
+     "share of 144 GPUs", "llm frees 72 GPUs (8 jobs)"),
     ("fits on node n1 after consolidation: moving 2 preemptible tasks (a -> n2, b -> n3)", "consolidate: move 2 pods"),
     ("no rack with 16 free GPUs; largest 8 (rack-b2x)", "no rack with 16 free GPUs"),
     ("no single change found within the search budget", "no single change found"),
@@ -94,8 +96,8 @@ def test_eta_summaries_keep_the_median_and_drop_what_the_tooltip_says():
     assert short_eta(full) == "~40 min"
     assert short_eta(_estimate(provisional=True).text) == "likely ~40 min"
     assert short_eta(_estimate(p10_s=2400.0, p90_s=2400.0, blocker="").text) == "~40 min"
-    assert short_eta(_estimate(p50_s=math.inf, reason="OverLimit", message="limit 4").text) == "not within 24.0 h"
-    assert short_eta(_estimate(never=True, message="no node has 16 GPUs").text) == "cannot start on this cluster"
+    assert short_eta(_estimate(p50_s=math.inf, reason="OverLimit", message="limit 4").text) == "> 24.0 h"
+    assert short_eta(_estimate(never=True, message="no node has 16 GPUs").text) == "cannot start"
     assert short_eta(_estimate(p10_s=0.0, p50_s=10.0, p90_s=20.0).text) == "next cycle"
     assert short_eta("KAI would bind it this cycle") == "this cycle"
     assert short_eta("") == ""

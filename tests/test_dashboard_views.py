@@ -126,18 +126,26 @@ def test_queue_rows_are_keyed_by_queue_so_a_new_tick_patches_them(sim_loop):
     assert list(view.table.value.index) == keys
 
 
-def test_pending_keeps_an_expanded_row_by_job_when_rows_change(state, snapshot):
-    view = PendingView(state)
-    assert list(view.table.value.index) == ["b-serve", "b-big"] or list(view.table.value.index) == ["b-big"]
-    view.table.expanded = [len(view.table.value) - 1]          # b-big
+def test_pending_keeps_the_selected_job_highlighted_by_job_when_rows_change(state, snapshot):
+    """The highlighted row and the card follow the selected job, not a row position: after a job ahead of it
+    leaves, the highlight moves with it (kept by position it marked another job beside the card's)."""
+    from dashboard.models import Selection
+
+    sel = Selection()
+    view = PendingView(state, sel)
+    assert list(view.table.value.index) == ["b-serve", "b-big"]
+    assert view.table.selection == [0] and "<b>b-serve</b>" in view.detail.object   # the longest wait at first
+    view._on_click(type("Click", (), {"row": 1})())                                  # b-big
+    assert sel.job == "b-big" and view.table.selection == [1] and "<b>b-big</b>" in view.detail.object
     snap = snapshot.copy()
+    snap.jobs = [j for j in snap.jobs if j.name != "b-serve"]                       # b-serve leaves the list
     snap.jobs.append(loads_snapshot(SCENARIO.replace("b-big", "b-new").replace("creation_time: 500",
                                                                                  "creation_time: 600")).jobs[-1])
-    publish_snapshot(state, snap, "one more job")
+    publish_snapshot(state, snap, "b-serve gone, one more job")
     view.refresh()
     df = view.table.value
-    assert "b-new" in df.index
-    assert [df.index[i] for i in view.table.expanded] == ["b-big"]
+    assert list(df.index) == ["b-big", "b-new"]
+    assert view.table.selection == [0] and "<b>b-big</b>" in view.detail.object
 
 
 # --------------------------------------------------------------------------------------------- GPU grid

@@ -23,7 +23,8 @@ COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counter
 """The table's columns. Every row is one line tall, so a screenful of waiting jobs shows at 1280x720: the reason,
 expected start and "would start if" cells show a one-line summary (:mod:`.pending_text`; the last three columns,
 hidden) while their values, the tooltips, are the whole texts ("reason" is KAI's code with the scheduler's
-message); the expanded row and the detail card show everything."""
+message); the detail card of the selected job shows everything (a row expanded in place pushed the other jobs
+off the screen)."""
 SHOWN = COLUMNS[:7]
 HIDDEN = COLUMNS[7:]
 TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
@@ -43,14 +44,18 @@ REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", 
 """Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
 STARTS_NOW_LABEL = "KAI would start"
 """The table's badge of a job the engine binds this cycle (its expected start reads "this cycle")."""
-WIDTHS_PX = {"job": 214, "queue": 84, "wait_s": 80, "gpus_requested": 64, "reason": 186, "eta": 110}
-"""Fixed widths; "would start if" takes the rest (about 220 px at 1280, 380 px at 1440)."""
+WIDTHS_PX = {"job": 228, "queue": 104, "wait_s": 80, "gpus_requested": 64, "reason": 184, "eta": 116}
+"""Fixed widths (waiting and GPUs: the title beside its sort arrow; queue: "infrastructure"); "would start if"
+takes the rest (about 235 px at 1280, 400 px at 1440)."""
 ONE_LINE_CSS = """
 .tabulator-row .tabulator-cell {white-space: nowrap; overflow: hidden; text-overflow: ellipsis; font-size: 13px;}
+.tabulator-row .tabulator-cell .kd-job {direction: rtl; text-align: left; overflow: hidden; text-overflow: ellipsis;
+  white-space: nowrap;}
 .tabulator-row .tabulator-cell .kd-badge {display:inline-block; padding:0 5px; border-radius:9px; font-size:11.5px;
   font-weight:normal; color:#fff; max-width:100%; overflow:hidden; text-overflow:ellipsis; vertical-align:middle;}
 """
-"""Every cell one line: a name longer than its column ends in an ellipsis (its tooltip is the whole name)."""
+"""Every cell one line, a longer text ends in an ellipsis (its tooltip is the whole text); a job name longer than
+its column loses its start instead ("…ucture/infrastructure-etl-0031"): its end tells jobs apart."""
 NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
 
 
@@ -73,6 +78,7 @@ def summary_formatters() -> dict:
     return {"reason": HTMLTemplateFormatter(template=(
                 f"<% var c = ({colours})[reason_code] || '#4b5563'; %>"
                 '<span class="kd-badge" style="background:<%= c %>"><%- reason_label %></span>')),
+            "job": HTMLTemplateFormatter(template='<div class="kd-job"><%- value %></div>'),
             "eta": HTMLTemplateFormatter(template="<%- eta_short %>"),
             "counterfactual": HTMLTemplateFormatter(template="<%- counterfactual_short %>")}
 
@@ -95,8 +101,9 @@ def table_frame(pending: pd.DataFrame) -> pd.DataFrame:
 
 
 class PendingView(View):
-    """Waiting jobs, longest wait first, filterable by queue and reason; expand a row for the numbers. Rows are
-    keyed by job, so expanded rows and the scroll position survive new ticks."""
+    """Waiting jobs, longest wait first, one line each, filterable by queue and reason; click a row for the whole
+    story in the card below (the row stays highlighted while its job waits). Rows are keyed by job, so the
+    selection and the scroll position survive new ticks."""
 
     model_class = PendingModel
     title = "Pending"
@@ -114,7 +121,7 @@ class PendingView(View):
                                        **summary_formatters()},
                            stylesheets=[TABLE_CSS, ONE_LINE_CSS], name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns", widths=WIDTHS_PX,
-                           hidden_columns=HIDDEN, selectable=1, row_content=self._row_detail, embed_content=False,
+                           hidden_columns=HIDDEN, selectable=1,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
         self.detail = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -123,14 +130,11 @@ class PendingView(View):
                                  collapsible=False),
                          sizing_mode="stretch_width")
 
-    def _row_detail(self, row) -> pn.pane.HTML:
-        return pn.pane.HTML(self._explain(row["job"]), sizing_mode="stretch_width")
-
     def _on_click(self, event) -> None:
         df = self.table.value
         if 0 <= event.row < len(df):
             self.selection.job = str(df.index[event.row])
-            self.detail.object = self._explain(self.selection.job)
+            self._show_selected()
 
     def _explain(self, job: str) -> str:
         m = self.model
@@ -204,13 +208,17 @@ class PendingView(View):
         if list(self.reason.options) != reason_options:
             self.reason.options = reason_options
         self._update_table()
+
+    def _update_table(self):
+        update_table(self.table, table_frame(self.model.frame()))
+        self._show_selected()
+
+    def _show_selected(self) -> None:
+        """The card explains the selected job (else the longest-waiting one shown) and its row is the table's
+        highlighted one, found by job: after rows left, a highlight kept by position would mark another job."""
         df = self.table.value
         job = self.selection.job if self.selection.job in set(df.index) else (str(df.index[0]) if len(df) else "")
         self.detail.object = self._explain(job) if job else '<div class="kd-muted">No job is waiting.</div>'
-
-    def _update_table(self):
-        df = table_frame(self.model.frame())
-        old = self.table.value
-        expanded = [old.index[i] for i in self.table.expanded if i < len(old)] if old is not None else []
-        if update_table(self.table, df) == "replaced" and expanded:
-            self.table.expanded = [df.index.get_loc(k) for k in expanded if k in df.index]
+        selected = [int(df.index.get_loc(job))] if job else []
+        if list(self.table.selection) != selected:
+            self.table.selection = selected

@@ -39,7 +39,7 @@ def _first_clause(text: str) -> str:
 
 def short_counterfactual(text: str, queue: str = "") -> str:
     """``"analytics limit +0.75 GPUs"`` for "over the queue limit by 0.75 GPUs: … with the limit raised to
-    21.75 GPUs it would start"; ``"llm releases 32 GPUs (1 job)"``, ``"+2 nodes in pool a100-80"``, … ("…: not
+    21.75 GPUs it would start"; ``"llm frees 32 GPUs"``, ``"llm frees 64 GPUs (3 jobs)"``, ``"+2 nodes in pool a100-80"``, … ("…: not
     enough" when the explainer's re-run showed the change would not start it by itself). ``queue``: the job's own
     queue, left out of a limit or quota change of that queue (the row names it): ``"limit +0.75 GPUs"``."""
     text = (text or "").strip()
@@ -55,7 +55,7 @@ def short_counterfactual(text: str, queue: str = "") -> str:
         jobs = len([j for j in m["jobs"].split(", ") if j])
         more = re.search(r" and (\d+) more jobs", m["jobs"])
         jobs += int(more[1]) if more else 0
-        return f"{m['q']} releases {m['x']} ({_plural(jobs, 'job')})"
+        return f"{m['q']} frees {m['x']}" + (f" ({jobs} jobs)" if jobs > 1 else "")
     if m := _NODES.match(text):
         return f"+{_plural(int(m['n']), 'node')} in pool {m['pool']}"
     if text.startswith("even 16 more nodes"):
@@ -89,8 +89,9 @@ _STARTS_IN = re.compile(r"^(?P<likely>likely )?starts in (?P<when>~[^,(]+?)(?P<r
 
 def short_eta(text: str) -> str:
     """``"~40 min"`` for "starts in ~40 min (20 min–1.5 h), after llm/train-7 finishes" (the range and what it
-    waits for are in the tooltip and the detail card), ``"likely ~6.6 h"``, ``"next cycle"``, ``"not within
-    24 h"``, ``"this cycle"`` for the engine's bind this cycle (a prediction: the reason cell says so)."""
+    waits for are in the tooltip and the detail card), ``"likely ~6.6 h"``, ``"next cycle"``, ``"> 24.0 h"`` (not
+    within the horizon), ``"cannot start"`` (on this cluster at all), ``"this cycle"`` for the engine's bind this
+    cycle (a prediction: the reason cell says so)."""
     text = (text or "").strip()
     if not text:
         return ""
@@ -100,8 +101,10 @@ def short_eta(text: str) -> str:
         return "this cycle"
     if re.match(r"^(likely )?starts at the next cycle", text):
         return "next cycle"
+    if m := re.match(r"^not within (\S+ \w+)", text):
+        return f"> {m[1]}"
     if text.startswith("cannot start on this cluster"):
-        return "cannot start on this cluster"
+        return "cannot start"
     return _first_clause(text)
 
 
