@@ -44,9 +44,9 @@ REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", 
 """Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
 STARTS_NOW_LABEL = "KAI would start"
 """The table's badge of a job the engine binds this cycle (its expected start reads "this cycle")."""
-WIDTHS_PX = {"job": 228, "queue": 104, "wait_s": 80, "gpus_requested": 64, "reason": 184, "eta": 116}
+WIDTHS_PX = {"job": 222, "queue": 104, "wait_s": 86, "gpus_requested": 72, "reason": 184, "eta": 116}
 """Fixed widths (waiting and GPUs: the title beside its sort arrow; queue: "infrastructure"); "would start if"
-takes the rest (about 235 px at 1280, 400 px at 1440)."""
+takes the rest (about 225 px at 1280, 390 px at 1440)."""
 ONE_LINE_CSS = """
 .tabulator-row .tabulator-cell {white-space: nowrap; overflow: hidden; text-overflow: ellipsis; font-size: 13px;}
 .tabulator-row .tabulator-cell .kd-job {direction: rtl; text-align: left; overflow: hidden; text-overflow: ellipsis;
