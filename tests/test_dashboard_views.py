@@ -719,3 +719,28 @@ def test_slice_table_names_the_job_once_and_the_pod_only_where_it_adds_something
     assert sorted(df["job_pod"]) == ["gang · pod 0", "gang · pod 1", "odd · worker-x", "solo", "spread · pod 0"]
     assert gpus_view.job_pod_label("ns/a-0", "ns/a", 1) == "ns/a"
     assert gpus_view.job_pod_label("ns/w", "ns/a", 1) == "ns/a · w"                # the namespace once
+
+
+BUSY_SECOND_NODE = """
+version: 1
+time: 1000
+nodes:
+  - {name: n0, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi}
+  - {name: n1, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi}
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: busy, queue: q, tasks: [{name: busy-0, gpu: 1, status: running, node: n1, gpu_index: 1,
+      usage: {gpu_memory_mib: 60000, gpu_util: 0.9}}]}
+"""
+
+
+def test_slice_table_lists_a_node_with_pods_when_nothing_is_flagged():
+    """Nothing selected and no flagged GPU: the card lists the first node holding a pod (it listed no node and
+    read "No pod holds a GPU on this node" under a grid full of pods: the MIG pool's screenshot)."""
+    from dashboard.loop import state_from_snapshot
+
+    st = state_from_snapshot(loads_snapshot(BUSY_SECOND_NODE), simulated_metrics=False)
+    v = GpusView(st)
+    g = v.model.gpus()
+    assert not g["over_share"].any() and not g["idle_allocated"].any()
+    assert v.node_select.value == "n1" and list(v.node_table.value.index) == ["busy-0"]

@@ -563,10 +563,13 @@ class GpusView(View):
         node = self.selection.node if self.selection.node in shown else ""
         if not node:
             # Nothing selected among the nodes the filters keep: show the one most worth a look there (an
-            # over-share pod, else an idle allocation), never a node of another pool, model or queue.
+            # over-share pod, else an idle allocation, else the first node holding a pod), never a node of
+            # another pool, model or queue. With no node, the table read "No pod holds a GPU on this node" under
+            # a grid full of pods (the MIG pool).
             g = self.model.gpus()
             g = g[g["node"].isin(shown)]
-            flagged = g.loc[g["over_share"], "node"].tolist() or g.loc[g["idle_allocated"], "node"].tolist()
+            flagged = (g.loc[g["over_share"], "node"].tolist() or g.loc[g["idle_allocated"], "node"].tolist()
+                       or g.loc[g["allocated"] > 0, "node"].tolist())
             node = flagged[0] if flagged else ""
         if node and node not in self.node_select.options:
             self.node_select.options = [*self.node_select.options, node]
