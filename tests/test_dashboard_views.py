@@ -661,6 +661,7 @@ def test_pending_rows_show_one_line_summaries_and_keep_the_whole_texts(state):  
     assert all(len(s) <= MAX_CHARS for s in df["counterfactual_short"]), list(df["counterfactual_short"])
     v._on_click(type("Click", (), {"row": 1})())                            # the card: every word of it
     assert "over the queue limit by 1 GPU" in v.detail.object and full.loc["b-big", "message"] in v.detail.object
+    assert "<details data-numbers><summary" in v.detail.object          # the engine's JSON: folded, one click away
 
 
 def test_pending_tooltips_are_escaped_text():

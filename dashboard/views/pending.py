@@ -60,6 +60,8 @@ NOT_YET = "not explained yet (searches run between ticks, one waiting job at a t
 
 
 def _details_html(details) -> str:
+    """The engine's numbers behind the decision, folded (a screenful of JSON pushed the card's sentences up and
+    the rest of the page down; one click opens it)."""
     if not details:
         return ""
     try:
@@ -68,7 +70,8 @@ def _details_html(details) -> str:
         text = str(details)
     if len(text) > 4000:
         text = text[:4000] + "\n…"
-    return f"<pre style='font-size:12px;max-height:260px;overflow:auto'>{html.escape(text)}</pre>"
+    return ("<details data-numbers><summary class='kd-muted'>the engine's numbers (JSON)</summary>"
+            f"<pre style='font-size:12px;max-height:260px;overflow:auto'>{html.escape(text)}</pre></details>")
 
 
 def summary_formatters() -> dict:
