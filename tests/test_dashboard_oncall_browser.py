@@ -26,8 +26,8 @@ ROWS_GEOMETRY = """t => {
             const badge = r.querySelector('.tabulator-cell[tabulator-field="reason"] .kd-badge');
             return {top: box.top, bottom: box.bottom, height: box.height,
                     job: r.querySelector('[tabulator-field="job"]').innerText.trim(),
-                    cut: cells.filter(cut).map(c => c.closest('[tabulator-field]').getAttribute('tabulator-field') + ' ' +
-                                               getComputedStyle(c).direction + ': ' + c.innerText)
+                    cut: cells.filter(cut).map(c => c.closest('[tabulator-field]').getAttribute('tabulator-field')
+                                               + ' ' + getComputedStyle(c).direction + ': ' + c.innerText)
                          .concat(badge && cut(badge) ? ['reason badge: ' + badge.innerText] : [])};
           })};
 }"""

@@ -1,7 +1,7 @@
 """One-line summaries of Pending's long texts: the expected start and the explainer's "would start if".
 
 The table shows these (every row one line tall, so an on-call engineer sees a screenful of waiting jobs); the
-full sentences stay the cells' values, shown as their tooltips, in the expanded row and in the detail card. The
+full sentences stay the cells' values, shown as their tooltips, and the card of the selected job says them. The
 summaries keep the numbers a person acts on (how much quota, how many GPUs, which queue or pool) and drop the
 explanation around them. Texts come from :mod:`scheduler.explain` (counterfactuals),
 :class:`scheduler.eta.report.EtaEstimate` (expected start) and :func:`dashboard.frames.next_cycle` (the
@@ -39,9 +39,10 @@ def _first_clause(text: str) -> str:
 
 def short_counterfactual(text: str, queue: str = "") -> str:
     """``"analytics limit +0.75 GPUs"`` for "over the queue limit by 0.75 GPUs: … with the limit raised to
-    21.75 GPUs it would start"; ``"llm frees 32 GPUs"``, ``"llm frees 64 GPUs (3 jobs)"``, ``"+2 nodes in pool a100-80"``, … ("…: not
-    enough" when the explainer's re-run showed the change would not start it by itself). ``queue``: the job's own
-    queue, left out of a limit or quota change of that queue (the row names it): ``"limit +0.75 GPUs"``."""
+    21.75 GPUs it would start"; ``"llm frees 32 GPUs"``, ``"llm frees 64 GPUs (3 jobs)"``, ``"+2 nodes in pool
+    a100-80"``, … ("…: not enough" when the explainer's re-run showed the change would not start it by itself).
+    ``queue``: the job's own queue, left out of a limit or quota change of that queue (the row names it):
+    ``"limit +0.75 GPUs"``."""
     text = (text or "").strip()
     if not text:
         return ""
