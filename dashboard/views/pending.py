@@ -21,11 +21,10 @@ from .pending_text import short_counterfactual, short_eta
 COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual", "reason_code",
            "reason_label", "eta_short", "counterfactual_short"]
 """The table's columns. Every row is one line tall, so a screenful of waiting jobs shows at 1280x720: the reason,
-expected start and "would start if" cells show a one-line summary (:mod:`.pending_text`; the last three columns,
-hidden) while their values, the tooltips, are the whole texts ("reason" is KAI's code with the scheduler's
+expected start and "would start if" cells show a one-line summary (:mod:`.pending_text`, from the HIDDEN
+columns of the row) while their values, the tooltips, are the whole texts ("reason" is KAI's code with the scheduler's
 message); the detail card of the selected job shows everything (a row expanded in place pushed the other jobs
 off the screen)."""
-SHOWN = COLUMNS[:7]
 HIDDEN = COLUMNS[7:]
 TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
           "eta": "expected start"}
