@@ -225,6 +225,7 @@ SLICE_TITLES = {"gpu_index": "GPU", "job_pod": "job / pod", "memory_share_gib": 
 the memory columns is their tooltip."""
 SLICE_TOOLTIPS = {"job_pod": "the job; for a job with several pods also the pod (\"· pod 3\": the job's pod named "
                              "<job>-3); a pod not named after its job by its whole name",
+                  "gpu_index": "the GPU's index on the node; ? when no evidence says which GPU the pod holds",
                   "memory_share_gib": "GPU memory the pod's share entitles it to (GiB): share × the GPU's memory",
                   "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
                   "gpu_util": "utilisation from DCGM: the pod's where the exporter attributes it, else its GPU's",
@@ -245,6 +246,12 @@ def over_share_cell() -> HTMLTemplateFormatter:
     formatter per table (a Bokeh model belongs to one session's document)."""
     return HTMLTemplateFormatter(
         template='<% if (value) { %><span style="color:#f87171;font-weight:600">! over</span><% } %>')
+
+
+def gpu_index_cell() -> HTMLTemplateFormatter:
+    """The slice's GPU, or ``?`` for a pod whose device no evidence gives (index -1: "-1" read like a GPU)."""
+    return HTMLTemplateFormatter(template='<div style="text-align:right"><% if (value < 0) { %>'
+                                          '<span title="device unknown">?</span><% } else { %><%= value %><% } %></div>')
 
 
 SLICE_WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
@@ -348,7 +355,7 @@ class GpusView(View):
         self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=None, max_height=340, titles=SLICE_TITLES,
                                 formatters={**number_formatters(["share", "memory_share_gib", "memory_used_gib"], 2),
                                             **percent_formatters(["gpu_util"]),
-                                            "over_share": over_share_cell(),
+                                            "over_share": over_share_cell(), "gpu_index": gpu_index_cell(),
                                             **{c: {"type": "textarea"} for c in ("job_pod", "dra")}},
                                 header_tooltips=SLICE_TOOLTIPS, layout="fit_columns", widths=SLICE_WIDTHS,
                                 stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["dra"],
