@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from dashboard.views.pending_text import short_eta
 from scheduler.sources.synthetic import generate_scenario
 from test_dashboard_browser import SHOTS, Page, Server, browser, page, table_rows  # noqa: F401 - fixtures shared
 
@@ -19,7 +20,6 @@ pytestmark = pytest.mark.browser
 _PlaywrightError = pytest.importorskip("playwright.sync_api").Error
 
 SEED, NODES, PRICE = 7, 16, 3.0
-ESTIMATE = re.compile(r"starts in ~|starts at the next cycle|not within|cannot start")
 
 
 @pytest.fixture(scope="module")
@@ -62,24 +62,27 @@ def test_pending_shows_each_jobs_expected_start_with_range_and_basis(served, pag
     _wait_text(note, re.compile("ETA estimated"))
     rows = page.page.locator(".tabulator", has_text="expected start").locator(".tabulator-row")
     rows.first.wait_for(timeout=60_000)
-    texts = [rows.nth(i).inner_text() for i in range(rows.count())]
-    estimated = [t for t in texts if ESTIMATE.search(t)]
-    assert estimated, texts                      # every waiting job present at the estimate has one
-    for t in estimated:
-        if "starts in ~" in t:   # a median and (when the runs differ) a p10–p90 range, each with its unit
-            assert re.search(r"starts in ~[\d.]+ (min|h|d)( \((<1 min|[\d.]+ (min|h|d))–(>?[\d.]+ (min|h|d))\))?"
-                             r"(,|$|\n)", t), t
-    rows.first.click()
+    cells = page.page.locator(".tabulator", has_text="expected start").locator('.tabulator-cell[tabulator-field="eta"]')
+    shown = [t.strip() for t in cells.all_inner_texts()]
+    for t in shown:                  # one line each: the median (the range and the blocker: tooltip and card)
+        assert re.fullmatch(r"(likely )?~[\d.]+ (min|h|d)|next cycle|> [\d.]+ (min|h|d)|cannot start|this cycle|"
+                            r"no estimate yet", t), shown
+    assert any(t.startswith(("~", "likely ~", "next", ">", "cannot")) for t in shown), shown   # estimated
     detail = page.page.locator(".kd-explain", has_text="Expected start:").first
-    detail.wait_for(timeout=30_000)
-    deadline, agree = time.time() + 20, False
+    deadline, agree = time.time() + 30, False
     while not agree and time.time() < deadline:   # the page ticks: compare the card and its row at one moment
+        row = rows.filter(has=page.page.locator('[tabulator-field="eta"]', has_text=re.compile("~"))).first
+        row.locator('[tabulator-field="queue"]').click()
+        detail.wait_for(timeout=30_000)
         job = detail.locator("b").first.inner_text()
-        shown = detail.locator("[data-eta]").inner_text()
-        row = page.page.locator(".tabulator-row", has_text=job).first
-        agree = bool(shown) and row.count() > 0 and shown[:30] in row.inner_text().replace("\n", " ")
+        whole = detail.locator("[data-eta]").inner_text()
+        cell = page.page.locator(".tabulator-row", has_text=job).first.locator('[tabulator-field="eta"]')
+        agree = bool(whole) and short_eta(whole) == cell.inner_text().strip()
         time.sleep(0.3)
-    assert agree, (job, shown)
+    assert agree, (job, whole)
+    # the card: a median and (when the runs differ) a p10–p90 range, each with its unit
+    assert re.search(r"starts in ~[\d.]+ (min|h|d)( \((<1 min|[\d.]+ (min|h|d))–(>?[\d.]+ (min|h|d))\))?(,|$)",
+                     whole), whole
     assert "ETA estimated" in note.inner_text()
     _shots(page, "pending", page.page.locator(".tabulator", has_text="expected start"))
     assert page.errors == [] and page.off_loopback() == []

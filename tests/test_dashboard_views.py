@@ -126,18 +126,26 @@ def test_queue_rows_are_keyed_by_queue_so_a_new_tick_patches_them(sim_loop):
     assert list(view.table.value.index) == keys
 
 
-def test_pending_keeps_an_expanded_row_by_job_when_rows_change(state, snapshot):
-    view = PendingView(state)
-    assert list(view.table.value.index) == ["b-serve", "b-big"] or list(view.table.value.index) == ["b-big"]
-    view.table.expanded = [len(view.table.value) - 1]          # b-big
+def test_pending_keeps_the_selected_job_highlighted_by_job_when_rows_change(state, snapshot):
+    """The highlighted row and the card follow the selected job, not a row position: after a job ahead of it
+    leaves, the highlight moves with it (kept by position it marked another job beside the card's)."""
+    from dashboard.models import Selection
+
+    sel = Selection()
+    view = PendingView(state, sel)
+    assert list(view.table.value.index) == ["b-serve", "b-big"]
+    assert view.table.selection == [0] and "<b>b-serve</b>" in view.detail.object   # the longest wait at first
+    view._on_click(type("Click", (), {"row": 1})())                                  # b-big
+    assert sel.job == "b-big" and view.table.selection == [1] and "<b>b-big</b>" in view.detail.object
     snap = snapshot.copy()
+    snap.jobs = [j for j in snap.jobs if j.name != "b-serve"]                       # b-serve leaves the list
     snap.jobs.append(loads_snapshot(SCENARIO.replace("b-big", "b-new").replace("creation_time: 500",
                                                                                  "creation_time: 600")).jobs[-1])
-    publish_snapshot(state, snap, "one more job")
+    publish_snapshot(state, snap, "b-serve gone, one more job")
     view.refresh()
     df = view.table.value
-    assert "b-new" in df.index
-    assert [df.index[i] for i in view.table.expanded] == ["b-big"]
+    assert list(df.index) == ["b-big", "b-new"]
+    assert view.table.selection == [0] and "<b>b-big</b>" in view.detail.object
 
 
 # --------------------------------------------------------------------------------------------- GPU grid
@@ -393,15 +401,15 @@ def test_gpu_slice_table_never_shows_a_node_the_pool_filter_leaves_out():
     sel = Selection()
     v = GpusView(st, sel)
     assert v.node_select.value == "t0"                          # the idle allocation is worth a look first
-    assert list(v.node_table.value["task"]) == ["idle-0"]
+    assert list(v.node_table.value.index) == ["idle-0"]         # rows keyed by pod
     v.pool.value = "infer"                                      # t0 is in pool train: out of the picture
-    assert v.node_select.value != "t0" and "idle-0" not in list(v.node_table.value["task"])
-    assert set(v.node_table.value["task"]) <= {"busy-0"}
+    assert v.node_select.value != "t0" and "idle-0" not in list(v.node_table.value.index)
+    assert set(v.node_table.value.index) <= {"busy-0"}
     v.pool.value = ""
     sel.node = "i0"
-    assert list(v.node_table.value["task"]) == ["busy-0"]
+    assert list(v.node_table.value.index) == ["busy-0"]
     v.pool.value = "train"                                      # a selected node the filter drops is not kept
-    assert list(v.node_table.value["task"]) == ["idle-0"]
+    assert list(v.node_table.value.index) == ["idle-0"]
 
 
 def test_gpu_grid_keeps_one_figure_when_the_layout_changes():
@@ -549,7 +557,7 @@ def test_timeline_first_screen_explains_a_single_point_instead_of_blank_charts(s
 
 
 def test_slice_table_flags_over_share_in_red_words_and_fits_fixed_widths(state):  # noqa: F811
-    """The node's slice table: short columns at fixed widths (the pod and job columns share the rest and wrap),
+    """The node's slice table: short columns at fixed widths ("job / pod" takes the rest and wraps),
     the over-share flag as a red "! over" (a tick read as "fine"), the DRA column only when a pod has a claim."""
     from dashboard.views.gpus import SLICE_WIDTHS
 
@@ -557,7 +565,7 @@ def test_slice_table_flags_over_share_in_red_words_and_fits_fixed_widths(state):
     v.__panel__()
     t = v.node_table
     assert t.layout == "fit_columns" and t.widths == SLICE_WIDTHS
-    assert "task" not in t.widths and "job" not in t.widths
+    assert "job_pod" not in t.widths
     cell = t.formatters["over_share"]
     assert "! over" in cell.template and "#f87171" in cell.template
     assert t.hidden_columns == ["dra"]
@@ -622,3 +630,118 @@ def test_the_snapshot_file_input_is_labelled_for_people(state):  # noqa: F811
     view = SnapshotView(state)
     label = view.upload.label if hasattr(view.upload, "label") else view.upload.name
     assert label.startswith("Snapshot file") and ".zip" in label
+
+
+# ------------------------------------------------------------------------------------------ on-call pass
+
+def test_pending_rows_show_one_line_summaries_and_keep_the_whole_texts(state):  # noqa: F811
+    """Every Pending row is one line: the reason, expected start and "would start if" cells show a summary
+    (hidden columns of the row) while the values (the tooltips) and the detail card keep the whole texts."""
+    from dashboard.views.pending import COLUMNS, HIDDEN, ONE_LINE_CSS
+    from dashboard.views.pending_text import MAX_CHARS
+
+    v = PendingView(state)
+    t = v.table
+    df = t.value
+    assert list(df.columns) == COLUMNS and t.hidden_columns == HIDDEN
+    assert not any(f == {"type": "textarea"} for f in t.formatters.values())   # a textarea cell wraps
+    assert "white-space: nowrap" in ONE_LINE_CSS and ONE_LINE_CSS in t.stylesheets
+    for column, short in (("eta", "eta_short"), ("counterfactual", "counterfactual_short"),
+                          ("reason", "reason_label")):
+        assert short in t.formatters[column].template                       # the cell shows the summary
+    full = v.model.frame().set_index("job")
+    big = df.loc["b-big"]
+    assert big["counterfactual"] == full.loc["b-big", "counterfactual"]     # the value: the explainer's text
+    assert big["counterfactual"].startswith("over the queue limit by 1 GPU")
+    assert big["counterfactual_short"] == "limit +1 GPU"                    # b's own limit: the row names b
+    assert big["reason"] == f"OverLimit: {full.loc['b-big', 'message']}" and big["reason_code"] == "OverLimit"
+    serve = df.loc["b-serve"]                                                # the engine binds it this cycle
+    assert serve["eta"] == "KAI would bind it this cycle" and serve["eta_short"] == "this cycle"
+    assert serve["reason_label"] == "KAI would start"
+    assert all(len(s) <= MAX_CHARS for s in df["counterfactual_short"]), list(df["counterfactual_short"])
+    v._on_click(type("Click", (), {"row": 1})())                            # the card: every word of it
+    assert "over the queue limit by 1 GPU" in v.detail.object and full.loc["b-big", "message"] in v.detail.object
+    assert "<details data-numbers><summary" in v.detail.object          # the engine's JSON: folded, one click away
+
+
+def test_pending_tooltips_are_escaped_text():
+    """Tabulator writes a cell's tooltip (its value) as HTML: the whole texts are escaped, the summaries are
+    escaped by the cell template."""
+    from dashboard.views.pending import table_frame
+
+    row = {"job": "q/j", "queue": "q", "wait_s": 61.4, "gpus_requested": 1.0, "reason": "OverLimit",
+           "message": "<img src=x onerror=alert(1)>", "eta": "starts in ~2 h, after q/<b>", "next_cycle": "",
+           "counterfactual": "no single change found <script>"}
+    df = table_frame(pd.DataFrame([row]))
+    assert df.loc["q/j", "reason"] == "OverLimit: &lt;img src=x onerror=alert(1)&gt;"
+    assert "<" not in df.loc["q/j", "eta"] and "<" not in df.loc["q/j", "counterfactual"]
+    assert df.loc["q/j", "wait_s"] == 61 and df.loc["q/j", "eta_short"] == "~2 h"
+
+
+GANG_NODE = """
+version: 1
+time: 1000
+nodes:
+  - {name: n0, gpus: 8, gpu_memory_mib: 80000, cpu_millis: 64000, memory_bytes: 512Gi}
+  - {name: n1, gpus: 8, gpu_memory_mib: 80000, cpu_millis: 64000, memory_bytes: 512Gi}
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: solo, queue: q, tasks: [{name: solo-0, gpu: 1, status: running, node: n0, gpu_index: 0}]}
+  - name: gang
+    queue: q
+    tasks:
+      - {name: gang-0, gpu: 1, status: running, node: n0, gpu_index: 1}
+      - {name: gang-1, gpu: 1, status: running, node: n0, gpu_index: 2}
+      - {name: gang-2, gpu: 1, status: running, node: n1, gpu_index: 0}
+  - {name: odd, queue: q, tasks: [{name: worker-x, gpu: 1, status: running, node: n0, gpu_index: 3}]}
+  - name: spread
+    queue: q
+    tasks:
+      - {name: spread-0, gpu: 1, status: running, node: n0, gpu_index: 4}
+      - {name: spread-1, gpu: 1, status: running, node: n1, gpu_index: 1}
+"""
+
+
+def test_slice_table_names_the_job_once_and_the_pod_only_where_it_adds_something():
+    """One "job / pod" column: the job's single pod named after it reads as the job; a pod of a job with several
+    pods (here or on another node) adds its suffix; a pod not named after its job adds its name."""
+    from dashboard.loop import state_from_snapshot
+    from dashboard.models import Selection
+
+    st = state_from_snapshot(loads_snapshot(GANG_NODE), simulated_metrics=False)
+    v = GpusView(st, Selection(node="n0"))
+    v.__panel__()
+    df = v.node_table.value
+    assert "task" not in df.columns and "job" not in df.columns                  # no second name column
+    assert v.node_table.titles["job_pod"] == "job / pod"
+    assert dict(zip(df.index, df["job_pod"])) == {"solo-0": "solo", "gang-0": "gang · pod 0",
+                                                  "gang-1": "gang · pod 1", "worker-x": "odd · worker-x",
+                                                  "spread-0": "spread · pod 0"}
+    assert sorted(df["job_pod"]) == ["gang · pod 0", "gang · pod 1", "odd · worker-x", "solo", "spread · pod 0"]
+    assert gpus_view.job_pod_label("ns/a-0", "ns/a", 1) == "ns/a"
+    assert gpus_view.job_pod_label("ns/w", "ns/a", 1) == "ns/a · w"                # the namespace once
+
+
+BUSY_SECOND_NODE = """
+version: 1
+time: 1000
+nodes:
+  - {name: n0, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi}
+  - {name: n1, gpus: 2, gpu_memory_mib: 80000, cpu_millis: 8000, memory_bytes: 64Gi}
+queues: [{name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}]
+jobs:
+  - {name: busy, queue: q, tasks: [{name: busy-0, gpu: 1, status: running, node: n1, gpu_index: 1,
+      usage: {gpu_memory_mib: 60000, gpu_util: 0.9}}]}
+"""
+
+
+def test_slice_table_lists_a_node_with_pods_when_nothing_is_flagged():
+    """Nothing selected and no flagged GPU: the card lists the first node holding a pod (it listed no node and
+    read "No pod holds a GPU on this node" under a grid full of pods: the MIG pool's screenshot)."""
+    from dashboard.loop import state_from_snapshot
+
+    st = state_from_snapshot(loads_snapshot(BUSY_SECOND_NODE), simulated_metrics=False)
+    v = GpusView(st)
+    g = v.model.gpus()
+    assert not g["over_share"].any() and not g["idle_allocated"].any()
+    assert v.node_select.value == "n1" and list(v.node_table.value.index) == ["busy-0"]

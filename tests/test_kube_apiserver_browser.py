@@ -64,9 +64,14 @@ def test_queues_view_shows_the_clusters_queues_with_the_engines_fair_share(serve
 
 def test_gpus_view_shows_the_shared_gpu_slices_on_their_node(served, page):
     page.open(f"{served.url}?view=gpus&node=l4-0")
-    # the node's table: the slices of the shared GPU groups (Panel renders in shadow DOM: locators pierce it)
-    for task in ("serving/chat-0", "serving/chat-1", "serving/embed-0"):
-        page.page.get_by_text(task, exact=True).first.wait_for(timeout=30_000)
+    # the node's table: the slices of the shared GPU groups (Panel renders in shadow DOM: locators pierce it), each
+    # named "job · pod" in one column: KAI's PodGroup is not the pod's name, so the pod adds something here
+    for cell in ("serving/pg-chat · chat-0", "serving/pg-chat-b · chat-1", "serving/pg-embed · embed-0"):
+        page.page.get_by_text(cell, exact=True).first.wait_for(timeout=30_000)
+    # no evidence says which GPU of l4-0 they hold (no DCGM, no device labels): "?", never a GPU "-1"
+    gpus = page.page.locator(".tabulator", has_text="job / pod").first.locator(
+        '.tabulator-row .tabulator-cell[tabulator-field="gpu_index"]').all_inner_texts()
+    assert [g.strip() for g in gpus] == ["?", "?", "?"], gpus
     # every GPU of the cluster's nodes is drawn: 8 + 8 + 4 + 8 (a100-0 is NotReady but registered)
     page.page.get_by_text(re.compile(r"\b28 GPUs shown")).first.wait_for()
     _shots(page, "gpus")

@@ -214,14 +214,19 @@ NODE_TABLE_COLUMNS = ["node", "pool", "gpu_model", "gpus", "allocated", "gpu_uti
 NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "allocated GPUs",
                      "gpu_util": "mean util", "memory_used_gib": "memory used (GiB)",
                      "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
-SLICE_COLUMNS = ["gpu_index", "task", "job", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
+SLICE_COLUMNS = ["gpu_index", "job_pod", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
                  "gpu_util", "over_share", "device_source", "dra"]
-SLICE_TITLES = {"gpu_index": "GPU", "task": "pod", "memory_share_gib": "share GiB",
+"""The node's slices, one row per pod and GPU, keyed by pod. "job / pod" names the job, and the pod only where it
+adds something (:func:`job_pod_label`): a pod column beside the job column mostly repeated it."""
+SLICE_TITLES = {"gpu_index": "GPU", "job_pod": "job / pod", "memory_share_gib": "share GiB",
                 "memory_used_gib": "used GiB", "gpu_util": "util", "over_share": "over share",
                 "device_source": "device from", "dra": "DRA claim"}
 """Short titles (two lines at most in their fixed widths: "memory share GiB" took three); the full meaning of
 the memory columns is their tooltip."""
-SLICE_TOOLTIPS = {"memory_share_gib": "GPU memory the pod's share entitles it to (GiB): share × the GPU's memory",
+SLICE_TOOLTIPS = {"job_pod": "the job; for a job with several pods also the pod (\"· pod 3\": the job's pod named "
+                             "<job>-3); a pod not named after its job by its whole name",
+                  "gpu_index": "the GPU's index on the node; ? when no evidence says which GPU the pod holds",
+                  "memory_share_gib": "GPU memory the pod's share entitles it to (GiB): share × the GPU's memory",
                   "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
                   "gpu_util": "utilisation from DCGM: the pod's where the exporter attributes it, else its GPU's",
                   "over_share": "uses more GPU memory than its share: KAI does not isolate it (OOM risk for "
@@ -231,7 +236,7 @@ SLICE_TOOLTIPS = {"memory_share_gib": "GPU memory the pod's share entitles it to
                   "dra": "the pod's DRA ResourceClaims"}
 SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 76, "memory_share_gib": 96,
                 "memory_used_gib": 96, "gpu_util": 68, "over_share": 76, "device_source": 96}
-"""Fixed widths of the slice table's short columns: pod and job share the rest and wrap, so every column of
+"""Fixed widths of the slice table's short columns: "job / pod" takes the rest and wraps, so every column of
 the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
 DRA columns at 1280 and 1440 px)."""
 
@@ -243,8 +248,33 @@ def over_share_cell() -> HTMLTemplateFormatter:
         template='<% if (value) { %><span style="color:#f87171;font-weight:600">! over</span><% } %>')
 
 
+def gpu_index_cell() -> HTMLTemplateFormatter:
+    """The slice's GPU, or ``?`` for a pod whose device no evidence gives (index -1: "-1" read like a GPU)."""
+    return HTMLTemplateFormatter(template='<div style="text-align:right"><% if (value < 0) { %>'
+                                          '<span title="device unknown">?</span><% } else { %><%= value %><% } %></div>')
+
+
 SLICE_WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
-                         for c in ("task", "job", "dra"))
+                         for c in ("job_pod", "dra"))
+
+
+def job_pod_label(pod: str, job: str, pods_of_job: int) -> str:
+    """The slice table's "job / pod" cell: ``job`` when its pod adds nothing (the job's single pod, named after
+    it, or the pod is the job), ``"job · pod 3"`` for pod ``<job>-3`` of a job with several pods, ``"job · pod
+    name"`` (without the namespace the job shows) for a pod not named after its job."""
+    if not job or pod == job:
+        return pod or job
+    if pod.startswith(job + "-"):
+        return job if pods_of_job <= 1 else f"{job} · pod {pod[len(job) + 1:]}"
+    ns = job.split("/", 1)[0] + "/" if "/" in job else ""
+    return f"{job} · {pod[len(ns):] if ns and pod.startswith(ns) else pod}"
+
+
+def job_pod_labels(rows: pd.DataFrame, slices: pd.DataFrame) -> list[str]:
+    """:func:`job_pod_label` of each of ``rows`` (slices of one node); a job's pods are counted over ``slices``
+    (every node: a gang's pods on other nodes count too)."""
+    pods = slices.groupby("job")["task"].nunique() if len(slices) else pd.Series(dtype=int)
+    return [job_pod_label(str(t), str(j), int(pods.get(j, 1))) for t, j in zip(rows["task"], rows["job"])]
 
 
 def node_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -321,11 +351,12 @@ class GpusView(View):
         self.node_select = pn.widgets.Select(**widget_args(label="Node"), options=[""], width=200)
         self.node_select.param.watch(lambda e: setattr(self.selection, "node", e.new or ""), "value")
         self.selection.param.watch(lambda *_: self._update_node(), "node")
-        self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=220, titles=SLICE_TITLES,
+        # as tall as its rows up to ten or so (a fixed 220 px showed two and a half wrapped rows)
+        self.node_table = table(pd.DataFrame(columns=SLICE_COLUMNS), height=None, max_height=340, titles=SLICE_TITLES,
                                 formatters={**number_formatters(["share", "memory_share_gib", "memory_used_gib"], 2),
                                             **percent_formatters(["gpu_util"]),
-                                            "over_share": over_share_cell(),
-                                            **{c: {"type": "textarea"} for c in ("task", "job", "dra")}},
+                                            "over_share": over_share_cell(), "gpu_index": gpu_index_cell(),
+                                            **{c: {"type": "textarea"} for c in ("job_pod", "dra")}},
                                 header_tooltips=SLICE_TOOLTIPS, layout="fit_columns", widths=SLICE_WIDTHS,
                                 stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["dra"],
                                 name="node-slices", empty="No pod holds a GPU on this node")
@@ -539,10 +570,13 @@ class GpusView(View):
         node = self.selection.node if self.selection.node in shown else ""
         if not node:
             # Nothing selected among the nodes the filters keep: show the one most worth a look there (an
-            # over-share pod, else an idle allocation), never a node of another pool, model or queue.
+            # over-share pod, else an idle allocation, else the first node holding a pod), never a node of
+            # another pool, model or queue. With no node, the table read "No pod holds a GPU on this node" under
+            # a grid full of pods (the MIG pool).
             g = self.model.gpus()
             g = g[g["node"].isin(shown)]
-            flagged = g.loc[g["over_share"], "node"].tolist() or g.loc[g["idle_allocated"], "node"].tolist()
+            flagged = (g.loc[g["over_share"], "node"].tolist() or g.loc[g["idle_allocated"], "node"].tolist()
+                       or g.loc[g["allocated"] > 0, "node"].tolist())
             node = flagged[0] if flagged else ""
         if node and node not in self.node_select.options:
             self.node_select.options = [*self.node_select.options, node]
@@ -551,6 +585,7 @@ class GpusView(View):
         rows = sl[sl["node"] == node].copy() if node and len(sl) else sl.iloc[0:0].copy()
         rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
         rows["memory_used_gib"] = (rows["memory_used_mib"] / 1024).round(2)
+        rows["job_pod"] = job_pod_labels(rows, sl)
         update_table(self.node_table, keyed(rows, "task")[SLICE_COLUMNS])
         hidden = [] if (rows["dra"].astype(str) != "").any() else ["dra"]   # DRA column: only where it says something
         if self.node_table.hidden_columns != hidden:

@@ -9,38 +9,58 @@ import math
 
 import pandas as pd
 import panel as pn
+from bokeh.models import HTMLTemplateFormatter
 
 from .. import display
 from ..models import STARTS_NOW, PendingModel, predicts_start
 from .base import View
 from .common import (TABLE_CSS, badge, duration_formatter, keyed, number_formatters, table, update_table,
                      widget_args)
+from .pending_text import short_counterfactual, short_eta
 
-COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
-"""The table's columns; the scheduler's full message is in the expanded row and the detail card (a column of
-it left no room to read the counterfactual at 1280 px)."""
+COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual", "reason_code",
+           "reason_label", "eta_short", "counterfactual_short"]
+"""The table's columns. Every row is one line tall, so a screenful of waiting jobs shows at 1280x720: the reason,
+expected start and "would start if" cells show a one-line summary (:mod:`.pending_text`, from the HIDDEN
+columns of the row) while their values, the tooltips, are the whole texts ("reason" is KAI's code with the scheduler's
+message); the detail card of the selected job shows everything (a row expanded in place pushed the other jobs
+off the screen)."""
+HIDDEN = COLUMNS[7:]
 TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
           "eta": "expected start"}
 TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested": "GPUs the pending tasks request",
-            "wait_s": "time since the job was created", "reason": "KAI's reason code for the last decision",
+            "wait_s": "time since the job was created",
+            "reason": "KAI's reason code for the last decision; hover a cell for the scheduler's message",
             "eta": "when it is expected to start: median over forward simulations of the engine from now, a range "
-                   "holding 80 % of starts (calibrated on this cluster's past estimates once 20 jobs have started), "
-                   "and what made room for it (docs/eta.md)",
-            "counterfactual": "the smallest change found that would start it (why-pending search); expand the row "
-                              "or click it for the full text and the scheduler's message"}
+                   "holding 80 % of starts (calibrated on this cluster's past estimates once 20 jobs have started); "
+                   "hover a cell for what makes room for it (docs/eta.md)",
+            "counterfactual": "the smallest change found that would start it (why-pending search), in short; hover "
+                              "a cell for the whole text, click the row for the numbers and the scheduler's message"}
 REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", "PreemptionDelayNotElapsed": "#7e22ce",
                   "QueueDoesNotExist": "#854d0e", "NotEnoughResources": "#1d4ed8", "PodSchedulingErrors": "#1d4ed8",
                   "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d",
                   STARTS_NOW: "#15803d"}
 """Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
-WRAPPED = ("job", "eta", "counterfactual")
-"""Columns whose text wraps (and breaks inside a long job name) instead of being cut at the column's edge."""
-WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
-                   for c in WRAPPED)
+STARTS_NOW_LABEL = "KAI would start"
+"""The table's badge of a job the engine binds this cycle (its expected start reads "this cycle")."""
+WIDTHS_PX = {"job": 222, "queue": 104, "wait_s": 86, "gpus_requested": 72, "reason": 184, "eta": 116}
+"""Fixed widths (waiting and GPUs: the title beside its sort arrow; queue: "infrastructure"); "would start if"
+takes the rest (about 225 px at 1280, 390 px at 1440)."""
+ONE_LINE_CSS = """
+.tabulator-row .tabulator-cell {white-space: nowrap; overflow: hidden; text-overflow: ellipsis; font-size: 13px;}
+.tabulator-row .tabulator-cell .kd-job {direction: rtl; text-align: left; overflow: hidden; text-overflow: ellipsis;
+  white-space: nowrap;}
+.tabulator-row .tabulator-cell .kd-badge {display:inline-block; padding:0 5px; border-radius:9px; font-size:11.5px;
+  font-weight:normal; color:#fff; max-width:100%; overflow:hidden; text-overflow:ellipsis; vertical-align:middle;}
+"""
+"""Every cell one line, a longer text ends in an ellipsis (its tooltip is the whole text); a job name longer than
+its column loses its start instead ("…ucture/infrastructure-etl-0031"): its end tells jobs apart."""
 NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
 
 
 def _details_html(details) -> str:
+    """The engine's numbers behind the decision, folded (a screenful of JSON pushed the card's sentences up and
+    the rest of the page down; one click opens it)."""
     if not details:
         return ""
     try:
@@ -49,12 +69,43 @@ def _details_html(details) -> str:
         text = str(details)
     if len(text) > 4000:
         text = text[:4000] + "\n…"
-    return f"<pre style='font-size:12px;max-height:260px;overflow:auto'>{html.escape(text)}</pre>"
+    return ("<details data-numbers><summary class='kd-muted'>the engine's numbers (JSON)</summary>"
+            f"<pre style='font-size:12px;max-height:260px;overflow:auto'>{html.escape(text)}</pre></details>")
+
+
+def summary_formatters() -> dict:
+    """Cell formatters showing the one-line summaries (hidden columns of the same row) instead of the values;
+    the reason as its coloured badge. New Bokeh models per table (a model belongs to one session's document)."""
+    colours = json.dumps(REASON_COLOURS)
+    return {"reason": HTMLTemplateFormatter(template=(
+                f"<% var c = ({colours})[reason_code] || '#4b5563'; %>"
+                '<span class="kd-badge" style="background:<%= c %>"><%- reason_label %></span>')),
+            "job": HTMLTemplateFormatter(template='<div class="kd-job"><%- value %></div>'),
+            "eta": HTMLTemplateFormatter(template="<%- eta_short %>"),
+            "counterfactual": HTMLTemplateFormatter(template="<%- counterfactual_short %>")}
+
+
+def table_frame(pending: pd.DataFrame) -> pd.DataFrame:
+    """The table's rows of :meth:`PendingModel.frame`, keyed by job: the whole texts as values (escaped: Tabulator
+    writes a tooltip as HTML) and their one-line summaries beside them."""
+    df = pending.copy()
+    df["wait_s"] = df["wait_s"].round(0)          # a patch only when the wait moved by a second or more
+    df["counterfactual"] = df["counterfactual"].replace("", NOT_YET)
+    starts = df["next_cycle"].map(predicts_start).astype(bool) if len(df) else pd.Series([], dtype=bool)
+    df["reason_code"] = df["reason"].where(df["reason"] != "", starts.map({True: STARTS_NOW, False: "none"}))
+    df["reason_label"] = df["reason_code"].replace(STARTS_NOW, STARTS_NOW_LABEL)
+    df["eta_short"] = df["eta"].map(short_eta)
+    df["counterfactual_short"] = [short_counterfactual(t, q) for t, q in zip(df["counterfactual"], df["queue"])]
+    df["reason"] = [f"{code}: {msg}" if msg else code for code, msg in zip(df["reason_code"], df["message"])]
+    for c in ("reason", "eta", "counterfactual"):
+        df[c] = df[c].map(lambda t: html.escape(str(t), quote=False))
+    return keyed(df, "job")[COLUMNS]
 
 
 class PendingView(View):
-    """Waiting jobs, longest wait first, filterable by queue and reason; expand a row for the numbers. Rows are
-    keyed by job, so expanded rows and the scroll position survive new ticks."""
+    """Waiting jobs, longest wait first, one line each, filterable by queue and reason; click a row for the whole
+    story in the card below (the row stays highlighted while its job waits). Rows are keyed by job, so the
+    selection and the scroll position survive new ticks."""
 
     model_class = PendingModel
     title = "Pending"
@@ -68,16 +119,11 @@ class PendingView(View):
         self.reason.param.watch(lambda e: setattr(m, "reason", e.new or ""), "value")
         m.param.watch(lambda *_: self._update_table(), ["queue", "reason"])
         self.table = table(pd.DataFrame(columns=COLUMNS), height=None, max_height=460,
-                           # the expected start and the counterfactual wrap: at 1280 px a one-line cell showed
-                           # a tenth of "would start if"; the whole text is in the row (and its tooltip)
                            formatters={**number_formatters(["gpus_requested"]), "wait_s": duration_formatter(),
-                                       **{c: {"type": "textarea"} for c in WRAPPED}},
-                           stylesheets=[TABLE_CSS, WRAP_CSS], name="pending-table",
-                           titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns",
-                           # waiting and GPUs: wide enough for the title beside its sort arrow
-                           widths={"job": 170, "queue": 86, "wait_s": 86, "gpus_requested": 72, "reason": 196,
-                                   "eta": 180},
-                           selectable=1, row_content=self._row_detail, embed_content=False,
+                                       **summary_formatters()},
+                           stylesheets=[TABLE_CSS, ONE_LINE_CSS], name="pending-table",
+                           titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns", widths=WIDTHS_PX,
+                           hidden_columns=HIDDEN, selectable=1,
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
         self.detail = pn.pane.HTML("", sizing_mode="stretch_width")
@@ -86,14 +132,11 @@ class PendingView(View):
                                  collapsible=False),
                          sizing_mode="stretch_width")
 
-    def _row_detail(self, row) -> pn.pane.HTML:
-        return pn.pane.HTML(self._explain(row["job"]), sizing_mode="stretch_width")
-
     def _on_click(self, event) -> None:
         df = self.table.value
         if 0 <= event.row < len(df):
             self.selection.job = str(df.index[event.row])
-            self.detail.object = self._explain(self.selection.job)
+            self._show_selected()
 
     def _explain(self, job: str) -> str:
         m = self.model
@@ -167,16 +210,17 @@ class PendingView(View):
         if list(self.reason.options) != reason_options:
             self.reason.options = reason_options
         self._update_table()
+
+    def _update_table(self):
+        update_table(self.table, table_frame(self.model.frame()))
+        self._show_selected()
+
+    def _show_selected(self) -> None:
+        """The card explains the selected job (else the longest-waiting one shown) and its row is the table's
+        highlighted one, found by job: after rows left, a highlight kept by position would mark another job."""
         df = self.table.value
         job = self.selection.job if self.selection.job in set(df.index) else (str(df.index[0]) if len(df) else "")
         self.detail.object = self._explain(job) if job else '<div class="kd-muted">No job is waiting.</div>'
-
-    def _update_table(self):
-        df = self.model.frame().copy()
-        df["wait_s"] = df["wait_s"].round(0)          # a patch only when the wait moved by a second or more
-        df["counterfactual"] = df["counterfactual"].replace("", NOT_YET)
-        df = keyed(df, "job")[COLUMNS]
-        old = self.table.value
-        expanded = [old.index[i] for i in self.table.expanded if i < len(old)] if old is not None else []
-        if update_table(self.table, df) == "replaced" and expanded:
-            self.table.expanded = [df.index.get_loc(k) for k in expanded if k in df.index]
+        selected = [int(df.index.get_loc(job))] if job else []
+        if list(self.table.selection) != selected:
+            self.table.selection = selected
