@@ -359,7 +359,8 @@ class SubGroup:
 class TaskUsage:
     """What a pod really uses of its GPU (simulated scenarios; DCGM in live mode).
 
-    Both values are per device: a pod on 8 GPUs using 60,000 MiB on each has ``gpu_memory_mib=60000``.
+    Both values are per device: a pod on 8 GPUs using 60,000 MiB on each has ``gpu_memory_mib=60000``. A pod on
+    a MIG instance: its instance's (a ``3g.40gb`` pod using 30,000 MiB has ``gpu_memory_mib=30000``).
     """
 
     gpu_memory_mib: float = 0.0
