@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from scheduler.decisions import ScheduleResult, eviction_notes
-from scheduler.model import ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task, mig_gpus
+from scheduler.model import (ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task, mig_cell_memory_mib, mig_gpu_total,
+                             mig_gpus)
 from scheduler.queue_allocation import observed_allocation, observed_allocations
 
 EPS = 1e-6
@@ -428,6 +429,9 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
                 mem_used = t.usage.gpu_memory_mib if t.usage is not None else None   # per device (TaskUsage)
                 util = t.usage.gpu_util * 100.0 if t.usage is not None else None
                 mem_share = share * node.gpu_memory_mib
+                if t.mig:   # its instance's memory and usage, spread over the cells the instance spans
+                    mem_share = mig_cell_memory_mib(t.mig)
+                    mem_used = None if mem_used is None else mem_used / max(1, mig_gpu_total(t.mig))
                 rows.append({
                     "node": node.name, "pool": node.pool, "gpu_model": node.gpu_model or "", "gpu_index": i,
                     "task": t.name, "job": job.key, "queue": job.queue, "status": t.status, "share": share,
@@ -435,7 +439,8 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
                     "memory_share_mib": mem_share,
                     "memory_used_mib": math.nan if mem_used is None else float(mem_used),
                     "gpu_util": math.nan if util is None else float(util),
-                    "over_share": bool(mem_used is not None and share < 1 - EPS and mem_used > mem_share + EPS),
+                    "over_share": bool(mem_used is not None and (share < 1 - EPS or t.mig)
+                                       and mem_used > mem_share + EPS),
                     "device_source": source, "dra": dra.get(t.name, ""),
                 })
                 if i >= 0:

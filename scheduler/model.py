@@ -70,6 +70,21 @@ def mig_gpu_total(instances: dict[str, int]) -> int:
     return sum(mig_gpus(p) * c for p, c in instances.items())
 
 
+def mig_memory_mib(profile: str) -> float:
+    """GPU memory of one MIG instance from its profile name: M GB of ``<G>g.<M>gb`` as M × 1024 MiB (a
+    ``1g.10gb`` instance has 10 GiB); 0 for a name that is not a MIG profile."""
+    m = MIG_PROFILE.match(profile)
+    return float(m.group(2)) * 1024.0 if m else 0.0
+
+
+def mig_cell_memory_mib(instances: dict[str, int]) -> float:
+    """GPU memory per GPU-equivalent of a pod's MIG instances: their memory spread over the G cells they count
+    as (Σ M × count / Σ G × count); 0 without MIG instances. A ``1g.10gb`` pod has 10 GiB on its one cell, a
+    ``3g.40gb`` pod 40/3 GiB on each of its three."""
+    cells = mig_gpu_total(instances)
+    return sum(mig_memory_mib(p) * c for p, c in instances.items()) / cells if cells else 0.0
+
+
 DEFAULT_QUEUE_PRIORITY = 100
 DEFAULT_JOB_PRIORITY = 50
 NON_PREEMPTIBLE_PRIORITY = 100
@@ -344,7 +359,8 @@ class SubGroup:
 class TaskUsage:
     """What a pod really uses of its GPU (simulated scenarios; DCGM in live mode).
 
-    Both values are per device: a pod on 8 GPUs using 60,000 MiB on each has ``gpu_memory_mib=60000``.
+    Both values are per device: a pod on 8 GPUs using 60,000 MiB on each has ``gpu_memory_mib=60000``. A pod on
+    a MIG instance: its instance's (a ``3g.40gb`` pod using 30,000 MiB has ``gpu_memory_mib=30000``).
     """
 
     gpu_memory_mib: float = 0.0

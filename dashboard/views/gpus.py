@@ -226,7 +226,8 @@ the memory columns is their tooltip."""
 SLICE_TOOLTIPS = {"job_pod": "the job; for a job with several pods also the pod (\"· pod 3\": the job's pod named "
                              "<job>-3); a pod not named after its job by its whole name",
                   "gpu_index": "the GPU's index on the node; ? when no evidence says which GPU the pod holds",
-                  "memory_share_gib": "GPU memory the pod's share entitles it to (GiB): share × the GPU's memory",
+                  "memory_share_gib": ("GPU memory the pod's share entitles it to (GiB): share × the GPU's memory; "
+                                       "on MIG, its instance's memory (1g.10gb: 10) spread over the cells it spans"),
                   "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
                   "gpu_util": "utilisation from DCGM: the pod's where the exporter attributes it, else its GPU's",
                   "over_share": "uses more GPU memory than its share: KAI does not isolate it (OOM risk for "
@@ -239,6 +240,14 @@ SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 76, "memor
 """Fixed widths of the slice table's short columns: "job / pod" takes the rest and wraps, so every column of
 the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
 DRA columns at 1280 and 1440 px)."""
+
+
+def slice_rows(slices: pd.DataFrame, node: str) -> pd.DataFrame:
+    """The slice table's rows for ``node`` (none for ``""``), with memory in GiB as the table shows it."""
+    rows = slices[slices["node"] == node].copy() if node and len(slices) else slices.iloc[0:0].copy()
+    rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
+    rows["memory_used_gib"] = (rows["memory_used_mib"] / 1024).round(2)
+    return rows
 
 
 def over_share_cell() -> HTMLTemplateFormatter:
@@ -582,9 +591,7 @@ class GpusView(View):
             self.node_select.options = [*self.node_select.options, node]
         self.node_select.value = node if node in self.node_select.options else ""
         sl = self.model.slices()
-        rows = sl[sl["node"] == node].copy() if node and len(sl) else sl.iloc[0:0].copy()
-        rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
-        rows["memory_used_gib"] = (rows["memory_used_mib"] / 1024).round(2)
+        rows = slice_rows(sl, node)
         rows["job_pod"] = job_pod_labels(rows, sl)
         update_table(self.node_table, keyed(rows, "task")[SLICE_COLUMNS])
         hidden = [] if (rows["dra"].astype(str) != "").any() else ["dra"]   # DRA column: only where it says something
@@ -619,4 +626,4 @@ def _gradient(colours: list[str], lo: str, hi: str) -> str:
 
 
 __all__ = ["GpusView", "GridLayout", "grid_layout", "grid_positions", "grid_sources", "mig_source", "node_table",
-           "overlay_source", "topology_html"]
+           "overlay_source", "slice_rows", "topology_html"]

@@ -25,7 +25,7 @@ from typing import Optional
 
 import pandas as pd
 
-from ..model import Job, Node, Snapshot, Task
+from ..model import Job, Node, Snapshot, Task, mig_cell_memory_mib
 
 RESERVATION_NAMESPACE = "kai-resource-reservation"
 RESERVATION_POD_PREFIX = "gpu-reservation"
@@ -87,6 +87,8 @@ def task_pod(job: Job, task: Task) -> tuple[str, str]:
 def _per_device_share(task: Task, node: Optional[Node]) -> tuple[float, float]:
     """``(share of one device, allocated MiB on one device)`` for a task on ``node``."""
     node_mem = node.gpu_memory_mib if node else 0.0
+    if task.mig:   # a MIG pod is entitled to its instance's memory, not the whole GPU's
+        return 1.0, mig_cell_memory_mib(task.mig)
     if task.gpu_memory_mib is not None:
         share = task.gpus_on(node_mem) / max(task.gpu_devices, 1)
         return share, float(task.gpu_memory_mib)

@@ -31,7 +31,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..model import Snapshot
+from ..model import Snapshot, mig_gpu_total
 from . import variants as V
 from .allocation import (
     HOLDING_STATUSES,
@@ -237,6 +237,8 @@ def _holders(snapshot: Snapshot):
         devices = int(task.gpu) if not fractional else max(task.gpu_devices, 1)
         u = usage.get(task.name)
         fb, util = (float(u.gpu_memory_mib), float(u.gpu_util)) if u else (0.0, 0.0)
+        if task.mig:   # a MIG pod's usage is its instance's: spread over the GPU-equivalents the instance spans
+            fb /= max(1, mig_gpu_total(task.mig))
         groups, indices = task.gpu_groups, task.gpu_indices
         for d in range(devices):
             group = groups[d] if d < len(groups) else None

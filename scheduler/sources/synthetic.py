@@ -48,6 +48,8 @@ from ..model import (
     Task,
     TaskUsage,
     memory_to_fraction,
+    mig_cell_memory_mib,
+    mig_gpu_total,
 )
 from .synthetic_extensions import TOPOLOGY, extension_jobs, extension_nodes
 
@@ -450,6 +452,8 @@ def _usage(job: Job, task: Task, node: Node, kind: str, rng: random.Random) -> O
     if not task.is_gpu:
         return None
     device_mib = node.gpu_memory_mib
+    if task.mig:   # a MIG pod sees its instance only: its memory is all the pod can use
+        device_mib = mig_cell_memory_mib(task.mig) * mig_gpu_total(task.mig)
     share_mib = device_mib * (task.gpu if task.gpu_memory_mib is None else
                               memory_to_fraction(task.gpu_memory_mib, device_mib)) if task.is_fractional else device_mib
     idle = rng.random() < 0.08  # allocated but doing nothing (stuck job, forgotten notebook)
@@ -569,7 +573,8 @@ def generate_scenario(seed: int = 0, nodes: int = 64, *, horizon_s: float = 4 * 
         kind = _kind(job)
         for task in job.tasks:
             if task.node is not None:
-                task.usage = _usage(job, task, node_by_name[task.node], kind, rng)
+                drawn = _usage(job, task, node_by_name[task.node], kind, rng)   # drawn even when unused: the
+                task.usage = task.usage or drawn   # stream stays as it was; extension pods come with their own
 
     # 4. future arrivals: a Poisson stream over the horizon
     arrivals: list[Arrival] = []

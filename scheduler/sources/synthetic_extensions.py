@@ -22,7 +22,8 @@ from __future__ import annotations
 import random
 from typing import Optional
 
-from ..model import DraClaim, Job, Node, Task, TaskUsage, Topology, TopologyConstraint, TopologyLevel, mig_gpus
+from ..model import (DraClaim, Job, Node, Task, TaskUsage, Topology, TopologyConstraint, TopologyLevel, mig_gpus,
+                     mig_memory_mib)
 
 GIB = 2**30
 ZONE, BLOCK, RACK, HOST = ("topology.kubernetes.io/zone", "network.example.com/block", "network.example.com/rack",
@@ -151,7 +152,7 @@ def _usage(task: Task, rng: random.Random) -> TaskUsage:
     """Real usage per device: training busy, servers moderately; a MIG server within its instance's memory."""
     if task.mig:
         profile = next(iter(task.mig))
-        instance_mib = int(profile.split("g.")[1].rstrip("gb")) * 1024
+        instance_mib = mig_memory_mib(profile)
         return TaskUsage(gpu_memory_mib=round(rng.uniform(0.5, 0.9) * instance_mib),
                          gpu_util=round(rng.uniform(0.2, 0.7), 2))
     if task.dra_claims:

@@ -1,0 +1,114 @@
+"""GPU memory of pods on MIG instances in the GPUs view's slice table: entitled to their instance's memory (from
+the profile name, ``1g.10gb`` → 10 GiB), using at most that, judged over share against it — never the whole
+80 GB GPU the node reports. Both paths: slices from the snapshot's own usage, and slices from the simulated
+dcgm-exporter's series (exposition parsed back, as the dashboard's metrics reader does).
+
+Cluster: ``a100-mig``, an A100 80 GB node of 8 GPU-equivalent cells: 4 × 1g.10gb (cells 0-3), 1 × 3g.40gb
+(cells 4-6), cell 7 a whole GPU.
+"""
+
+import pytest
+
+from scheduler.metrics import variants as V
+from scheduler.metrics.dcgm import build_gpu_frame, samples_from_exposition
+from scheduler.metrics.exporter import render_exposition, simulate_gpus
+from scheduler.model import mig_cell_memory_mib, mig_memory_mib
+from scheduler.snapshot_io import snapshot_from_dict
+from scheduler.sources.synthetic import generate_scenario
+
+from dashboard.frames import gpu_frame_from_slices, gpu_slices_frame
+from dashboard.views.gpus import slice_rows
+
+GIB = 1024.0
+A100_MIB = 81920
+
+
+def _task(name, profile, index, used_mib, util=0.4):
+    return {"name": f"serve/{name}", "mig": {profile: 1}, "node": "a100-mig", "status": "running",
+            "gpu_index": index, "usage": {"gpu_memory_mib": used_mib, "gpu_util": util}}
+
+
+def _snap():
+    tasks = [_task("fits-0", "1g.10gb", [0], 7000), _task("fits-1", "1g.10gb", [1], 9500),
+             _task("over-2", "1g.10gb", [2], 11000), _task("big-0", "3g.40gb", [4, 5, 6], 30000)]
+    return snapshot_from_dict({
+        "version": 1.2,
+        "nodes": [{"name": "a100-mig", "gpus": 8, "gpu_memory_mib": A100_MIB, "cpu_millis": 64000,
+                   "memory_bytes": "512Gi", "mig": {"1g.10gb": 4, "3g.40gb": 1},
+                   "gpu_model": "NVIDIA-A100-SXM4-80GB"}],
+        "queues": [{"name": "serve"}],
+        "jobs": [{"name": t["name"].split("/")[1], "namespace": "serve", "queue": "serve", "min_available": 1,
+                  "tasks": [t]} for t in tasks]})
+
+
+def _dcgm_frame(snap):
+    ev = V.EXPORTER_VARIANTS["classic"]
+    text = render_exposition(simulate_gpus(snap), ev)
+    return build_gpu_frame(snap, samples_from_exposition(text, V.variant_for_exporter(ev)))
+
+
+@pytest.fixture(params=["snapshot", "dcgm"])
+def slices(request):
+    snap = _snap()
+    frame = gpu_slices_frame(snap, _dcgm_frame(snap) if request.param == "dcgm" else None)
+    return frame.set_index(["task", "gpu_index"])
+
+
+def test_profile_memory():
+    assert mig_memory_mib("1g.10gb") == 10 * GIB
+    assert mig_memory_mib("7g.80gb") == 80 * GIB
+    assert mig_memory_mib("whole") == 0.0
+    assert mig_cell_memory_mib({"3g.40gb": 1}) == pytest.approx(40 * GIB / 3)
+    assert mig_cell_memory_mib({"1g.10gb": 2, "2g.20gb": 1}) == pytest.approx(40 * GIB / 4)
+    assert mig_cell_memory_mib({}) == 0.0
+
+
+def test_1g_pod_is_entitled_to_its_instance_not_the_gpu(slices):
+    row = slices.loc[("serve/fits-0", 0)]
+    assert row["memory_share_mib"] == pytest.approx(10 * GIB)
+    assert row["memory_used_mib"] == pytest.approx(7000)
+    assert not row["over_share"]
+    fits = slices.loc[("serve/fits-1", 1)]      # 9.3 GiB of 10: within, not flagged
+    assert fits["memory_used_mib"] <= fits["memory_share_mib"] and not fits["over_share"]
+
+
+def test_1g_pod_over_its_instance_is_flagged(slices):
+    """11,000 MiB on a 10 GiB instance is over share even though the GPU has 80 GB (the simulated figure; a
+    real instance cannot go over, its pod gets out-of-memory instead)."""
+    assert slices.loc[("serve/over-2", 2), "over_share"]
+
+
+def test_multi_cell_instance_spreads_its_memory_over_its_cells(slices):
+    rows = slices.loc["serve/big-0"]
+    assert list(rows.index) == [4, 5, 6]
+    assert rows["memory_share_mib"].sum() == pytest.approx(40 * GIB)
+    assert rows["memory_used_mib"].sum() == pytest.approx(30000)
+    assert not rows["over_share"].any()
+
+
+def test_table_rows_in_gib_within_the_instance():
+    snap = _snap()
+    for frame in (None, _dcgm_frame(snap)):
+        slices = gpu_slices_frame(snap, frame)
+        table = slice_rows(slices, "a100-mig").set_index("gpu_index")
+        assert table.loc[0, "memory_share_gib"] == pytest.approx(10.0)
+        assert table.loc[0, "memory_used_gib"] <= 10.0
+        gpus = gpu_frame_from_slices(snap, slices, frame)
+        assert gpus["over_share"].sum() == 1                  # only the 1g pod at 11,000 MiB
+
+
+def test_demo_mig_pool_within_instances():
+    """The demo's MIG pool (what docs/screenshots/gpus-mig.png shows): every pod within its instance's memory,
+    none flagged over share, on both paths."""
+    snap = generate_scenario(seed=7, nodes=64, extensions=True).snapshot
+    mig_tasks = {t.name: t for _, t in snap.iter_tasks() if t.mig and t.node}
+    assert mig_tasks
+    for t in mig_tasks.values():
+        assert t.usage.gpu_memory_mib <= sum(mig_memory_mib(p) * c for p, c in t.mig.items())
+    for frame in (None, _dcgm_frame(snap)):
+        slices = gpu_slices_frame(snap, frame)
+        mig = slices[slices["task"].isin(mig_tasks)]
+        assert len(mig) == sum(int(t.gpu) for t in mig_tasks.values())
+        assert (mig["memory_used_mib"] <= mig["memory_share_mib"]).all()
+        assert (mig["memory_share_mib"] <= 40 * GIB / 3 + 1e-6).all()    # no 80 GB entitlement on a slice
+        assert not mig["over_share"].any()
