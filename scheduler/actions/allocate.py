@@ -12,7 +12,8 @@ Jobs left pending get a reason: ``OverLimit`` / ``NonPreemptibleOverQuota`` with
 
 Faithful shortcut: once a chunk of a given shape (and, for gpu-memory requests, queue) has fit nowhere,
 later chunks of the same shape are answered from a cache until something frees resources (``free_epoch``).
-Allocate only consumes resources, so the answer cannot change; KAI computes it again.
+Allocate only consumes resources, so the answer cannot change; KAI computes it again, and its node search
+leaves session-long marks (PreFilter / PreScore skips), so a cache hit takes those marks too.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
                                                                 "missing_config_maps": names})
         return False
     if sig is not None and sig in failed:
-        reason, failing_task, index, fit_message, details = failed[sig]
+        reason, failing_task, index, fit_message, details, attempted = failed[sig]
+        _note_attempts(session, tasks[:attempted])
         message = fit_message if failing_task is None else _failure_message(session, j, tasks[index], index,
                                                                              fit_message)
         session.set_reason(j, reason, message, details)
@@ -129,10 +131,11 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
         message, details = plan.failure
         session.set_reason(j, POD_SCHEDULING_ERRORS, message, details)
         if sig is not None:
-            failed[sig] = (POD_SCHEDULING_ERRORS, None, 0, message, details)  # None: the message is final
+            failed[sig] = (POD_SCHEDULING_ERRORS, None, 0, message, details, 0)  # None: the message is final
         return False
     # KAI's node subsets: every node at once, or each topology domain in turn until the chunk fits in one
     tries = 1 if plan is None else len(plan.candidates)
+    attempted = 0  # tasks the node search was run for (in any subset): a cache hit takes their marks again
     for k in range(tries):
         stmt = Statement(session)
         allowed, bonus = (None, None) if plan is None else plan.subset(k)
@@ -140,6 +143,7 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
         if failure is None:
             break
         stmt.discard()
+        attempted = max(attempted, tasks.index(failure[1]) + 1)
         if k == tries - 1:
             fit_message, i, index, details = failure
             if plan is not None:
@@ -147,7 +151,7 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
             message = _failure_message(session, j, i, index, fit_message)
             session.set_reason(j, POD_SCHEDULING_ERRORS, message, details)
             if sig is not None:
-                failed[sig] = (POD_SCHEDULING_ERRORS, i, index, fit_message, details)
+                failed[sig] = (POD_SCHEDULING_ERRORS, i, index, fit_message, details, attempted)
             return False
     pipelined = should_pipeline_job(session, j)
     if pipelined:
@@ -157,6 +161,17 @@ def attempt_job(session: Session, j: int, failed: dict | None = None) -> bool:
     if not pipelined and not had_allocated:
         session.started_jobs.add(j)
     return True
+
+
+def _note_attempts(session: Session, tasks: list[int]) -> None:
+    """A chunk answered from the fits-nowhere cache: KAI runs the node search for ``tasks`` again (each task up to
+    the one that fits nowhere), and with it the PreFilter and PreScore whose Skip marks a task for the rest of the
+    session (:meth:`Predicates.note_placement_attempt`). A cached shape is never dynamic, so no placed pod's
+    anti-affinity or preferred term concerns these tasks now: without the marks, a task tried only from the cache
+    would still be refused beside an anti-affinity pod placed later in the session, where KAI places it."""
+    if session.predicates_apply:
+        for i in tasks:
+            session.predicates.note_placement_attempt(i)
 
 
 def _place_chunk(session: Session, stmt: Statement, j: int, tasks: list[int], allowed, bonus):
