@@ -77,12 +77,17 @@ def mig_memory_mib(profile: str) -> float:
     return float(m.group(2)) * 1024.0 if m else 0.0
 
 
+def mig_memory_total_mib(instances: dict[str, int]) -> float:
+    """GPU memory of a pod's MIG instances together (Σ M × count); 0 without MIG instances."""
+    return sum(mig_memory_mib(p) * c for p, c in instances.items())
+
+
 def mig_cell_memory_mib(instances: dict[str, int]) -> float:
     """GPU memory per GPU-equivalent of a pod's MIG instances: their memory spread over the G cells they count
     as (Σ M × count / Σ G × count); 0 without MIG instances. A ``1g.10gb`` pod has 10 GiB on its one cell, a
     ``3g.40gb`` pod 40/3 GiB on each of its three."""
     cells = mig_gpu_total(instances)
-    return sum(mig_memory_mib(p) * c for p, c in instances.items()) / cells if cells else 0.0
+    return mig_memory_total_mib(instances) / cells if cells else 0.0
 
 
 DEFAULT_QUEUE_PRIORITY = 100

@@ -48,8 +48,7 @@ from ..model import (
     Task,
     TaskUsage,
     memory_to_fraction,
-    mig_cell_memory_mib,
-    mig_gpu_total,
+    mig_memory_total_mib,
 )
 from .synthetic_extensions import TOPOLOGY, extension_jobs, extension_nodes
 
@@ -453,7 +452,7 @@ def _usage(job: Job, task: Task, node: Node, kind: str, rng: random.Random) -> O
         return None
     device_mib = node.gpu_memory_mib
     if task.mig:   # a MIG pod sees its instance only: its memory is all the pod can use
-        device_mib = mig_cell_memory_mib(task.mig) * mig_gpu_total(task.mig)
+        device_mib = mig_memory_total_mib(task.mig)
     share_mib = device_mib * (task.gpu if task.gpu_memory_mib is None else
                               memory_to_fraction(task.gpu_memory_mib, device_mib)) if task.is_fractional else device_mib
     idle = rng.random() < 0.08  # allocated but doing nothing (stuck job, forgotten notebook)
