@@ -18,14 +18,14 @@ from .common import (TABLE_CSS, badge, duration_formatter, keyed, number_formatt
                      widget_args)
 from .pending_text import short_counterfactual, short_eta
 
-COLUMNS = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual", "reason_code",
-           "reason_label", "eta_short", "counterfactual_short"]
+SHOWN = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
+HIDDEN = ["reason_code", "reason_label", "eta_short", "counterfactual_short"]
+COLUMNS = SHOWN + HIDDEN
 """The table's columns. Every row is one line tall, so a screenful of waiting jobs shows at 1280x720: the reason,
 expected start and "would start if" cells show a one-line summary (:mod:`.pending_text`, from the HIDDEN
 columns of the row) while their values, the tooltips, are the whole texts ("reason" is KAI's code with the scheduler's
 message); the detail card of the selected job shows everything (a row expanded in place pushed the other jobs
 off the screen)."""
-HIDDEN = COLUMNS[7:]
 TITLES = {"pending_tasks": "tasks", "gpus_requested": "GPUs", "wait_s": "waiting", "counterfactual": "would start if",
           "eta": "expected start"}
 TOOLTIPS = {"pending_tasks": "pending tasks (pods) of the job", "gpus_requested": "GPUs the pending tasks request",
@@ -40,7 +40,14 @@ REASON_COLOURS = {"OverLimit": "#b91c1c", "NonPreemptibleOverQuota": "#b45309", 
                   "QueueDoesNotExist": "#854d0e", "NotEnoughResources": "#1d4ed8", "PodSchedulingErrors": "#1d4ed8",
                   "OverCapacity": "#0f766e", "NotReadyForScheduling": "#4b5563", "Pipelined": "#15803d",
                   STARTS_NOW: "#15803d"}
-"""Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets grey."""
+"""Badge colours of KAI's reason codes (white text, contrast >= 4.5:1); any other reason gets
+:data:`OTHER_REASON_COLOUR`."""
+OTHER_REASON_COLOUR = "#4b5563"
+
+
+def reason_colour(code: str) -> str:
+    """The badge colour of a reason code (:data:`REASON_COLOURS`, grey for any other)."""
+    return REASON_COLOURS.get(code, OTHER_REASON_COLOUR)
 STARTS_NOW_LABEL = "KAI would start"
 """The table's badge of a job the engine binds this cycle (its expected start reads "this cycle")."""
 WIDTHS_PX = {"job": 222, "queue": 104, "wait_s": 86, "gpus_requested": 72, "reason": 184, "eta": 116}
@@ -78,7 +85,7 @@ def summary_formatters() -> dict:
     the reason as its coloured badge. New Bokeh models per table (a model belongs to one session's document)."""
     colours = json.dumps(REASON_COLOURS)
     return {"reason": HTMLTemplateFormatter(template=(
-                f"<% var c = ({colours})[reason_code] || '#4b5563'; %>"
+                f"<% var c = ({colours})[reason_code] || '{OTHER_REASON_COLOUR}'; %>"
                 '<span class="kd-badge" style="background:<%= c %>"><%- reason_label %></span>')),
             "job": HTMLTemplateFormatter(template='<div class="kd-job"><%- value %></div>'),
             "eta": HTMLTemplateFormatter(template="<%- eta_short %>"),
@@ -153,7 +160,7 @@ class PendingView(View):
         reason = r["reason"] or (STARTS_NOW if predicts_start(r.get("next_cycle")) else "no reason recorded")
         limit = "unlimited" if r["queue_limit"] == -1 else display.gpus(r["queue_limit"])
         return (f'<div class="kd-explain"><b>{html.escape(job)}</b> in queue <b>{html.escape(r["queue"])}</b> '
-                f'{badge(reason, REASON_COLOURS.get(reason, "#4b5563"))} · waiting {display.wait(r["wait_s"])}'
+                f'{badge(reason, reason_colour(reason))} · waiting {display.wait(r["wait_s"])}'
                 f' · {r["pending_tasks"]} task(s), {display.gpus(r["gpus_requested"])} GPU<br>'
                 f'{html.escape(r["message"] or "")}<br>'
                 f'<b>Expected start:</b> <span data-eta="{html.escape(job)}">{html.escape(r["eta"])}</span>'
@@ -202,7 +209,7 @@ class PendingView(View):
         note = (f'<br><span class="kd-muted" data-eta-note>{html.escape(ins.eta_note)}</span>'
                 if ins is not None and ins.eta_note else "")
         self.summary.object = (f'<div class="kd-explain"><b>{total}</b> pending job(s) · ' + " ".join(
-            f'{badge(f"{k} {v}", REASON_COLOURS.get(k, "#4b5563"))}' for k, v in reasons.items()) + note + "</div>")
+            f'{badge(f"{k} {v}", reason_colour(k))}' for k, v in reasons.items()) + note + "</div>")
         queues = sorted(q.name for q in m.snapshot.leaf_queues()) if m.snapshot else []
         if list(self.queue.options) != [""] + queues:
             self.queue.options = [""] + queues
