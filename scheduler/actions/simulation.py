@@ -129,7 +129,7 @@ class _Leaf:
         self.mine: list = []
         self.mine_keys, self.rest, self.rest_keys, self.skip = mine_keys, rest, rest_keys, skip
         self.pos = 0
-        self.head = None
+        self._find_head()
 
     def set_mine(self, jobs: list[int]) -> None:
         """The scenario's jobs of this leaf (while the order is built)."""
@@ -197,8 +197,7 @@ class _SimOrder:
             roots = {qs.chains[q][-1] for q in leaves}
             for q, lst in pending.by_leaf.items():
                 if q not in leaves and lst and pending.root[q] in roots:
-                    leaf = leaves[q] = _Leaf(keys, lst, rest_keys, self._skip)
-                    leaf._find_head()
+                    leaves[q] = _Leaf(keys, lst, rest_keys, self._skip)
         for q in sorted(leaves):
             if leaves[q].head is not None:
                 self._leaves[q] = leaves[q]
