@@ -726,6 +726,19 @@ class WhatIfModel(ViewModel):
         """A background run is waiting or running and its result has not landed yet."""
         return self.phase in (COMPUTING, INTERIM)
 
+    activity_after_ms = 150.0
+    """A search is named once it has run this long: most searches end well before the status line's next tick."""
+
+    def activity(self) -> str:
+        """While a background run computes, the eviction search its engine has been in for at least
+        :attr:`activity_after_ms`, as one line; empty otherwise."""
+        if not self.running:
+            return ""
+        search = self._jobs.activity()
+        if search is None or search.elapsed_ms() < self.activity_after_ms:
+            return ""
+        return search.describe()
+
     def elapsed_ms(self) -> float:
         """Milliseconds since the latest background run was submitted."""
         import time

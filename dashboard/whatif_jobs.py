@@ -12,6 +12,9 @@ callbacks scheduled from another thread in the order they were scheduled).
 :class:`ResultCache` keeps finished diffs per override set (a small LRU); one cache belongs to one pinned
 snapshot's runner, so re-pinning starts a new one and a run still finishing on the old base cannot fill it.
 
+While a request runs, :meth:`LatestWins.activity` names the eviction search the engine is in
+(:mod:`scheduler.progress`): what a "computing… 4,000 ms so far" line adds so a user knows what takes the time.
+
 While a request runs, the worker holds the process's :data:`~dashboard.interactive.INTERACTIVE` gate, so the
 ETA estimate and the why-pending searches pause until it has finished (someone is watching this one).
 
@@ -30,6 +33,7 @@ from typing import Any, Callable, Optional
 
 from scheduler.errors import KaidashError
 from scheduler.interrupt import interruptible
+from scheduler.progress import Search, observing
 
 from .interactive import INTERACTIVE, InteractiveGate
 
@@ -123,6 +127,7 @@ class LatestWins:
         self._generation = 0
         self._pending: Optional[_Request] = None
         self._thread: Optional[threading.Thread] = None
+        self._search: Optional[tuple[int, Search]] = None   # (generation, the engine's latest eviction search)
 
     @property
     def generation(self) -> int:
@@ -131,6 +136,17 @@ class LatestWins:
 
     def is_current(self, generation: int) -> bool:
         return generation == self._generation
+
+    def activity(self, generation: Optional[int] = None) -> Optional[Search]:
+        """The eviction search the latest request's engine run is in (the last one it started), or ``None``
+        (no search yet, the run finished, or a newer request; ``generation``: the request asked about, default
+        the latest)."""
+        held = self._search
+        if held is None:
+            return None
+        gen, search = held
+        want = self._generation if generation is None else generation
+        return search if gen == want == self._generation else None
 
     def busy(self) -> bool:
         """Whether a request is waiting or running."""
@@ -206,8 +222,14 @@ class LatestWins:
         try:
             if not self.is_current(req.generation):
                 return
-            with interruptible(lambda: self._stop_if_superseded(req)):
-                diff = req.runner.run(req.overrides, on_cycle=on_cycle)
+            def searching(search: Optional[Search]) -> None:   # the engine's eviction search starts / ends
+                self._search = None if search is None else (req.generation, search)
+
+            try:
+                with interruptible(lambda: self._stop_if_superseded(req)), observing(searching):
+                    diff = req.runner.run(req.overrides, on_cycle=on_cycle)
+            finally:
+                self._search = None
             run_ms = since()
             req.cache.put(req.key, diff, run_ms)     # valid for its override set even when superseded
             self._deliver(req, WhatIfUpdate(req.generation, STEADY, diff.after.cycles_run, req.runner.cycles,

@@ -411,6 +411,9 @@ class WhatIfView(View):
                 how = "no edits yet: the pinned state itself, so before = after · " + how
             text = (f'<b>Steady state after {m.cycle} cycle{"s" if m.cycle != 1 else ""} in {m.run_ms:,.0f} ms</b>'
                     f' <span class="kd-muted">· {how}</span>')
+        now = m.activity()   # while computing: the long part of a heavy cycle, which preemptor's victims
+        if now:
+            text += f'<div class="kd-muted" data-whatif="activity">Now: {html.escape(now)}</div>'
         return (f'<div data-whatif="{m.phase}" role="status" style="padding:6px 12px;border-radius:4px;'
                 f'{_STATUS_STYLE[m.phase]}">{text}</div>')
 

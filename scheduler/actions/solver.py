@@ -37,6 +37,7 @@ import numpy as np
 from ..decisions import EvictionScenario
 from ..interrupt import checkpoint
 from ..ordering import job_order_key
+from ..progress import searching
 from ..session import KIND_NONE, KIND_WHOLE, Statement
 from .budgets import ActionBudget, Budget, JobBudget
 from .generators import GENERATOR_CLASSES, ProbeContext, Scenario, greedy_fits
@@ -143,6 +144,13 @@ class Solver:
         self.last = rec = SearchRecord(self.action)
         if not tasks:
             return None
+        with searching(self.action, s.jobs[j].key, len(tasks), rec):   # a caller showing progress reads rec
+            return self._search(j, tasks, make_victims, request, rec)
+
+    def _search(self, j: int, tasks: list[int], make_victims: Callable[[], VictimQueue],
+                request: Optional[np.ndarray], rec: SearchRecord) -> Optional[Solution]:
+        """:meth:`solve` once the chunk is known and not empty."""
+        s = self.s
         job_budget = self.budget.begin_job()
         if job_budget.exhausted():
             self._stop(rec, "the action's scenario budget was spent before this job")
