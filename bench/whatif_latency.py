@@ -10,6 +10,11 @@ does (:class:`scheduler.whatif.WhatIfRunner`):
 - ``explain_pending`` on the base session (per-job counterfactual search, budget 200 ms per job).
 
 Run: ``python bench/whatif_latency.py [--repeat 7] [--cycles 10]``. Prints medians in ms.
+
+``--demo`` times instead what a user of ``kaidash serve`` meets: the served demo (the simulated 64-node cluster,
+seed 7) is run forward by its own loop, and at several ticks every queue gets each slider move (priority +100
+and -50, GPU quota x2, /2 and 0; each computed once, the base cached); it prints the median, p90 and worst per
+move, and the worst case's tick and queue.
 """
 
 from __future__ import annotations
@@ -118,6 +123,59 @@ def first_diff_ms(runner: WhatIfRunner, overrides: WhatIf, repeat: int, cpu: boo
     return statistics.median(times)
 
 
+DEMO_MOVES = {
+    "priority +100": lambda q: {"priority": q.priority + 100},
+    "priority -50": lambda q: {"priority": max(0, q.priority - 50)},
+    "quota x2": lambda q: {"gpu": {"quota": q.gpu.quota * 2}},
+    "quota /2": lambda q: {"gpu": {"quota": q.gpu.quota / 2}},
+    "quota 0": lambda q: {"gpu": {"quota": 0}},
+}
+"""The demo sweep's slider moves, per queue (``--demo``)."""
+
+
+def demo_sweep(ticks: list[int], cycles: int, cpu: bool = False) -> int:
+    """Time every :data:`DEMO_MOVES` move on every queue of the served demo's state at each of ``ticks``."""
+    from dashboard.feeds import make_feed
+    from dashboard.options import SourceOptions
+    from scheduler.engine import run_session
+
+    clock = time.process_time if cpu else time.perf_counter
+    feed = make_feed(SourceOptions(source="sim", nodes=64, seed=7))
+    done = 0
+    times: dict[str, list[float]] = {m: [] for m in DEMO_MOVES}
+    worst: dict[str, tuple] = {}
+    slow: list[str] = []
+    for tick in sorted(ticks):
+        while done < tick:
+            snap, _ = feed.tick(run_session)
+            done += 1
+        runner = WhatIfRunner(snap, cycles)
+        runner.base
+        for q in snap.queues:
+            for move, change in DEMO_MOVES.items():
+                t0 = clock()
+                diff = runner.run(WhatIf(queues={q.name: change(q)}))
+                ms = (clock() - t0) * 1000
+                times[move].append(ms)
+                if ms > 300:
+                    slow.append(f"{move} on {q.name} at tick {tick}: {ms:.0f} ms, {diff.after.cycles_run} cycles")
+                if ms > worst.get(move, (-1.0,))[0]:
+                    worst[move] = (ms, tick, q.name, diff.after.cycles_run)
+    print(f"served demo (64 nodes, seed 7) at ticks {', '.join(map(str, sorted(ticks)))}: "
+          f"each move on each queue, to steady state")
+    for move, ms in times.items():
+        ms.sort()
+        w_ms, w_tick, w_queue, w_cycles = worst[move]
+        print(f"{move:>14}: n={len(ms)}  median {statistics.median(ms):7.1f} ms  "
+              f"p90 {ms[int(0.9 * (len(ms) - 1))]:7.1f} ms  worst {w_ms:7.1f} ms "
+              f"(tick {w_tick}, queue {w_queue}, {w_cycles} cycles)")
+    every = sorted(x for ms in times.values() for x in ms)
+    over = sum(1 for x in every if x > 300)
+    print(f"all moves: median {statistics.median(every):.1f} ms; {over} of {len(every)} over 300 ms"
+          + "".join(f"\n  over: {line}" for line in slow))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=7)
@@ -125,7 +183,12 @@ def main() -> int:
     ap.add_argument("--sliders", default=None,
                     help="comma-separated slider labels to time (default all), e.g. 'queue priority,queue quota'")
     ap.add_argument("--cpu", action="store_true", help="report process CPU time instead of wall time")
+    ap.add_argument("--demo", action="store_true",
+                    help="time slider moves on the served demo's state instead (see the module doc)")
+    ap.add_argument("--ticks", default="10,30,60,120,240", help="--demo: the demo ticks to sweep at")
     args = ap.parse_args()
+    if args.demo:
+        return demo_sweep([int(x) for x in args.ticks.split(",")], args.cycles, args.cpu)
     snap = cluster_64()
     n_tasks = sum(len(j.tasks) for j in snap.jobs)
     print(f"cluster: {len(snap.nodes)} nodes x 8 GPUs, {len(snap.jobs)} jobs, {n_tasks} tasks")
