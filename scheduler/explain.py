@@ -26,6 +26,8 @@ from .release_targets import pod_demand, targeted_release
 WAITING_STATUSES = frozenset({"pending", "pipelined"})
 STARTED_STATUSES = frozenset({"running", "binding", "pipelined"})
 UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "bytes"}
+TARGET_ROUNDS = 8
+"""Engine re-runs the node-targeted release search spends learning which waiting jobs take freed room first."""
 NOT_PROVEN_MINIMAL = "not proven the smallest set: the search stopped at its time budget"
 """Said of a verified release set the budget left unminimised: some of its jobs may be unnecessary."""
 
@@ -469,7 +471,7 @@ class _Explainer:
             found = self._targeted(job.key, demands, victims)
             if found is None:
                 return None
-            targeted, ahead, verified = found
+            targeted, verified = found
             chosen = minimal = None
             if verified:
                 chosen, minimal = self._minimise(targeted, job.key)
@@ -483,7 +485,7 @@ class _Explainer:
                     continue
                 chosen, minimal = self._minimise(order[:hi], job.key)
                 minimal = minimal and exact
-                ahead = []
+            ahead = self._served_first(chosen, job.key)
             gpus = sum(self._job_gpus(v) for v in chosen)
             share = self.shares[donor]["gpu"]
             names = [j.key for j in chosen]
@@ -491,40 +493,49 @@ class _Explainer:
             msg = (f"would start if queue {donor} released {_fmt(gpus)} ({listed}); {donor} holds {_fmt(share.allocated)} "
                    f"against a fair share of {_fmt(share.fair_share)}")
             if ahead:
-                msg += (f"; part of the room goes to {', '.join(ahead[:3])}" + (" and others" if len(ahead) > 3 else "")
-                        + ", waiting ahead of it")
+                whom = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
+                msg += f"; part of the room goes to {whom}, waiting ahead of it"
             if not minimal:
                 msg += f"; {NOT_PROVEN_MINIMAL}"
             return Counterfactual("release", msg, queue=donor, amount=gpus, verified=True, jobs=names,
                                   minimal=minimal)
         return None
 
-    def _targeted(self, key: str, demands: list, victims: list[Job]) -> Optional[tuple[list[Job], list[str], bool]]:
-        """``(jobs, ahead, verified)``: the node-targeted release set, the waiting jobs found to take part of
-        the freed room first, and whether an engine re-run showed ``key`` start; None when the budget ran out.
+    def _targeted(self, key: str, demands: list, victims: list[Job]) -> Optional[tuple[list[Job], bool]]:
+        """``(jobs, verified)``: the node-targeted release set and whether an engine re-run showed ``key`` start;
+        None when the budget ran out.
 
         When the re-run starts other waiting jobs instead (jobs ahead of it in queue order take freed GPUs first),
-        their pods are added to the demand and the set is proposed again, a few times at most."""
+        their pods are added to the demand and the set is proposed again, while the budget lasts (at most
+        :data:`TARGET_ROUNDS` re-runs)."""
         waiting = {k for k, d in self.result.jobs.items() if d.status in WAITING_STATUSES and k != key}
-        ahead: list[str] = []
+        seen: set[str] = set()
         extra: list = []
         targeted: list[Job] = []
-        for _ in range(4):
+        for _ in range(TARGET_ROUNDS):
             targeted = targeted_release(self.after, extra + demands, victims) or []
             if not targeted:
-                return [], ahead, False
+                return [], False
             probe = self._release_probe({v.key for v in targeted})
             if probe is None:
                 return None
             if _started(probe, key):
-                return targeted, ahead, True
-            took = sorted(k for k in waiting - set(ahead) if _started(probe, k) and k in self.jobs)
+                return targeted, True
+            took = sorted(k for k in waiting - seen if _started(probe, k) and k in self.jobs)
             if not took:
                 break
-            ahead += took
+            seen.update(took)
             extra += [d for k in took for d in (pod_demand(t, self.nodes) for t in tasks_to_place(self.jobs[k]))
                       if d is not None]
-        return targeted, ahead, False
+        return targeted, False
+
+    def _served_first(self, released: list[Job], key: str) -> list[str]:
+        """The waiting jobs the re-run with ``released`` gone starts besides ``key`` (they take part of the room)."""
+        probe = self.cache.get(("release", frozenset(j.key for j in released)))
+        if probe is None:
+            return []
+        return sorted(k for k, d in self.result.jobs.items()
+                      if k != key and d.status in WAITING_STATUSES and _started(probe, k))
 
     def _smallest_prefix(self, order: list[Job], key: str) -> Optional[tuple[int, bool]]:
         """``(n, exact)``: the fewest first jobs of ``order`` whose release starts ``key`` (0: even all of them

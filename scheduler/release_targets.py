@@ -19,6 +19,8 @@ from .model import ALLOCATED_STATUSES, Job, Node, Snapshot, Task, memory_to_frac
 from .session.predicates import matches_node, untolerated_taints
 
 EPS = 1e-9
+SINGLE_TRIES = 12
+"""Single jobs (fewest GPUs first) tried as a one-job alternative to the greedy set."""
 
 Holdings = dict[str, dict[int, float]]
 """One job's GPU use: ``{node: {device index: used fraction}}``."""
@@ -111,9 +113,14 @@ def targeted_release(snapshot: Snapshot, demands: list[PodDemand], candidates: l
     holdings = {j.key: job_holdings(j, nodes) for j in candidates}
     totals = {k: sum(sum(d.values()) for d in h.values()) for k, h in holdings.items()}
     greedy = _greedy(occ, holdings, totals, demands)
-    if greedy is None or greedy:
-        # one job alone that makes room for every pod (a gang spread over the nodes), if it frees no more GPUs
-        for key in sorted(holdings, key=lambda k: (totals[k], k)):
+    if greedy is None or len(greedy) > 1:
+        # one job alone that makes room for every pod (a gang spread over the nodes), if it frees no more GPUs:
+        # it must free at least what the pods need beyond the free room of the nodes they may use
+        usable = set().union(*(d.shares for d in demands))
+        short = sum(d.size() for d in demands) - sum(1.0 - u for n in usable for u in occ.get(n, []))
+        singles = sorted((k for k in holdings if totals[k] >= short - EPS and set(holdings[k]) & usable),
+                         key=lambda k: (totals[k], k))
+        for key in singles[:SINGLE_TRIES]:
             if greedy is not None and (totals[key], 1) >= (sum(totals[k] for k in greedy), len(greedy)):
                 break
             if _greedy(occ, {key: holdings[key]}, totals, demands, released={key}) is not None:
