@@ -82,6 +82,13 @@ def _fitting(occ: list[float], share: float) -> int:
     return sum(1 for u in occ if u + share <= 1.0 + EPS)
 
 
+def _without(occ: list[float], held: dict[int, float]) -> list[float]:
+    out = list(occ)
+    for i, used in held.items():
+        out[i] = max(0.0, out[i] - used)
+    return out
+
+
 def _take(occ: list[float], devices: int, share: float) -> None:
     """Place a pod: whole devices on the free ones in order, a share on the fullest device it fits (bin-pack)."""
     fits = sorted((i for i, u in enumerate(occ) if u + share <= 1.0 + EPS), key=lambda i: (-occ[i], i))
@@ -93,8 +100,8 @@ def targeted_release(snapshot: Snapshot, demands: list[PodDemand], candidates: l
     """A small set of ``candidates`` (running jobs one may release) whose release lets every pod of ``demands``
     fit by the device model of ``snapshot`` (the state after the session: its binds hold their devices).
 
-    Greedy, largest pod first: for each pod, on every node it may use, the candidate jobs on that node are
-    released in order of the devices they hold there (most first) until the pod fits; the node needing the fewest
+    Greedy, largest pod first: for each pod, on every node it may use, candidate jobs on that node are released
+    until the pod fits (the smallest that alone completes the room, else the one holding the most there); the node needing the fewest
     released GPUs (then jobs) wins, its jobs are released (freeing their devices on every node) and the pod takes
     its devices, so a second pod sees what the first one left. One candidate alone that makes room for every pod
     (a gang spread over the nodes the pods need) replaces that set when it frees no more GPUs. Candidates in the
@@ -154,10 +161,12 @@ def _greedy(occ: dict[str, list[float]], holdings: dict[str, Holdings], totals: 
             options = sorted((k for k in on_node.get(name, []) if k not in released),
                              key=lambda k: (-sum(holdings[k][name].values()), totals[k], k))
             while _fitting(trial, share) < d.devices and options:
-                key = options.pop(0)
+                # the smallest job that alone completes the room, else the one holding the most here
+                key = next((k for k in reversed(options)
+                            if _fitting(_without(trial, holdings[k][name]), share) >= d.devices), options[0])
+                options.remove(key)
                 chosen.append(key)
-                for i, used in holdings[key][name].items():
-                    trial[i] = max(0.0, trial[i] - used)
+                trial = _without(trial, holdings[key][name])
             if _fitting(trial, share) < d.devices:
                 continue
             cost = (sum(totals[k] for k in chosen), len(chosen), name)
