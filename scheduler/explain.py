@@ -21,10 +21,15 @@ from .decisions import NON_PREEMPTIBLE_OVER_QUOTA, OVER_LIMIT, PIPELINED, Schedu
 from .session.predicates import matches_node, untolerated_taints
 from .fairshare import compute_fair_share
 from .model import ACTIVE_ALLOCATED_STATUSES, ALLOCATED_STATUSES, ExternalUsage, Job, Node, Snapshot, Task
+from .release_targets import pod_demand, targeted_release
 
 WAITING_STATUSES = frozenset({"pending", "pipelined"})
 STARTED_STATUSES = frozenset({"running", "binding", "pipelined"})
 UNITS = {"gpu": "GPUs", "cpu": "millicores", "memory": "bytes"}
+TARGET_ROUNDS = 8
+"""Engine re-runs the node-targeted release search spends learning which waiting jobs take freed room first."""
+NOT_PROVEN_MINIMAL = "not proven the smallest set: the search stopped at its time budget"
+"""Said of a verified release set the budget left unminimised: some of its jobs may be unnecessary."""
 
 
 @dataclass
@@ -47,6 +52,9 @@ class Counterfactual:
     verified: bool = False
     jobs: list[str] = field(default_factory=list)
     moves: list[tuple[str, Optional[str]]] = field(default_factory=list)
+    minimal: Optional[bool] = None
+    """For a release: True when no job of ``jobs`` could be kept (each was tried without it), False when the
+    budget ran out first; None for other kinds."""
 
 
 @dataclass
@@ -71,7 +79,7 @@ class PendingExplanation:
                 "counterfactual": None if cf is None else {
                     "kind": cf.kind, "message": cf.message, "queue": cf.queue, "node": cf.node,
                     "resource": cf.resource, "amount": cf.amount, "verified": cf.verified, "jobs": cf.jobs,
-                    "moves": [list(m) for m in cf.moves]}}
+                    "moves": [list(m) for m in cf.moves], "minimal": cf.minimal}}
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -147,8 +155,9 @@ def _with_actions(snap: Snapshot, actions: list[str]) -> Snapshot:
 
 class _Explainer:
     def __init__(self, snapshot: Snapshot, result: ScheduleResult, run: Callable[[Snapshot], ScheduleResult],
-                 budget_ms: float):
+                 budget_ms: float, clock: Callable[[], float] = time.perf_counter):
         self.snapshot = snapshot
+        self.clock = clock
         self.result = result
         self.after = result.snapshot or snapshot
         self.run = run
@@ -178,19 +187,19 @@ class _Explainer:
         """
         if change in self.cache:
             return self.cache[change]
-        start = time.perf_counter()
+        start = self.clock()
         if start + self.probe_s > self.deadline:
             self.budget_hit = True
             return None
         result = self.run(build())
-        self.probe_s = max(self.probe_s, time.perf_counter() - start)
+        self.probe_s = max(self.probe_s, self.clock() - start)
         self.cache[change] = result
         return result
 
     # ------------------------------------------------------------------ one job
 
     def explain(self, key: str) -> PendingExplanation:
-        t0 = time.perf_counter()
+        t0 = self.clock()
         self.deadline = t0 + self.budget_s
         self.budget_hit = False
         decision = self.result.jobs[key]
@@ -233,7 +242,7 @@ class _Explainer:
         cf = exp.counterfactual
         if cf is not None and not cf.verified and self.budget_hit and self.budget_s > 0:
             cf.message += " (the search for a verified change stopped at its time budget)"
-        exp.search_ms = (time.perf_counter() - t0) * 1000
+        exp.search_ms = (self.clock() - t0) * 1000
         return exp
 
     def constraints_block(self, job: Job, tasks: list[Task]) -> tuple[Optional[Counterfactual], dict[str, int]]:
@@ -333,7 +342,7 @@ class _Explainer:
                 return Counterfactual("larger_node", f"needs {biggest} whole GPUs on one node; the largest Ready node "
                                       f"has {have} GPUs: no change of queues or placement can help",
                                       amount=float(biggest))
-        cf = self.release(job, request)
+        cf = self.release(job, tasks)
         if cf is not None and cf.verified:
             return cf
         frag = self.fragmented(job, whole, biggest, request)
@@ -436,8 +445,15 @@ class _Explainer:
                f"{'s' if len(moves) != 1 else ''} (" + ", ".join(f"{t} -> {n}" for t, n in moves) + ")")
         return Counterfactual("consolidate", msg, node=node, verified=True, moves=moves)
 
-    def release(self, job: Job, request: dict) -> Optional[Counterfactual]:
-        """Smallest prefix of the most over-fair-share queue's jobs whose release lets the job start."""
+    def release(self, job: Job, tasks: list[Task]) -> Optional[Counterfactual]:
+        """A small set of the most over-fair-share queue's running jobs whose release lets the job start.
+
+        First the jobs on the nodes the job's pods can use (:func:`~scheduler.release_targets.targeted_release`),
+        verified by an engine re-run; if that set does not start it (jobs ahead of it take the room, CPU or
+        memory run out), the smallest prefix of the queue's jobs, the targeted ones first, then KAI's victim
+        order. Either set is then minimised while the budget lasts; the message says when it is not proven
+        minimal (no single job of it can be kept) because the budget ran out.
+        """
         donors = []
         for name, per in self.shares.items():
             s = per["gpu"]
@@ -447,36 +463,100 @@ class _Explainer:
             donors.append((ratio, name))
         leaves = {q.name for q in self.snapshot.leaf_queues()}
         donors = [d for d in sorted(donors, key=lambda d: (-d[0], d[1])) if d[1] in leaves]
+        demands = [d for d in (pod_demand(t, self.nodes) for t in tasks) if d is not None]
         for _, donor in donors[:2]:
             victims = self._victims(donor)
             if not victims:
                 continue
-            keys = [v.key for v in victims]
-            full = self._release_probe(set(keys))
-            if full is None:
+            found = self._targeted(job.key, demands, victims)
+            if found is None:
                 return None
-            if not _started(full, job.key):
-                continue
-            lo, hi = 1, len(keys)  # smallest prefix length that works lies in [lo, hi]
-            while lo < hi:
-                mid = (lo + hi) // 2
-                probe = self._release_probe(set(keys[:mid]))
-                if probe is None:
-                    break
-                if _started(probe, job.key):
-                    hi = mid
-                else:
-                    lo = mid + 1
-            chosen = self._minimise(victims[:hi], job.key)
+            targeted, verified = found
+            chosen = minimal = None
+            if verified:
+                chosen, minimal = self._minimise(targeted, job.key)
+            else:
+                order = targeted + [v for v in victims if v not in targeted]
+                found = self._smallest_prefix(order, job.key)
+                if found is None:
+                    return None
+                hi, exact = found
+                if not hi:
+                    continue
+                chosen, minimal = self._minimise(order[:hi], job.key)
+                minimal = minimal and exact
+            ahead = self._served_first(chosen, job.key)
             gpus = sum(self._job_gpus(v) for v in chosen)
             share = self.shares[donor]["gpu"]
             names = [j.key for j in chosen]
             listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more jobs" if len(names) > 5 else "")
             msg = (f"would start if queue {donor} released {_fmt(gpus)} ({listed}); {donor} holds {_fmt(share.allocated)} "
                    f"against a fair share of {_fmt(share.fair_share)}")
-            return Counterfactual("release", msg, queue=donor, amount=gpus, verified=True,
-                                  jobs=[j.key for j in chosen])
+            if ahead:
+                whom = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
+                msg += f"; part of the room goes to {whom}, waiting ahead of it"
+            if not minimal:
+                msg += f"; {NOT_PROVEN_MINIMAL}"
+            return Counterfactual("release", msg, queue=donor, amount=gpus, verified=True, jobs=names,
+                                  minimal=minimal)
         return None
+
+    def _targeted(self, key: str, demands: list, victims: list[Job]) -> Optional[tuple[list[Job], bool]]:
+        """``(jobs, verified)``: the node-targeted release set and whether an engine re-run showed ``key`` start;
+        None when the budget ran out.
+
+        When the re-run starts other waiting jobs instead (jobs ahead of it in queue order take freed GPUs first),
+        their pods are added to the demand and the set is proposed again, while the budget lasts (at most
+        :data:`TARGET_ROUNDS` re-runs)."""
+        waiting = {k for k, d in self.result.jobs.items() if d.status in WAITING_STATUSES and k != key}
+        seen: set[str] = set()
+        extra: list = []
+        targeted: list[Job] = []
+        for _ in range(TARGET_ROUNDS):
+            targeted = targeted_release(self.after, extra + demands, victims) or []
+            if not targeted:
+                return [], False
+            probe = self._release_probe({v.key for v in targeted})
+            if probe is None:
+                return None
+            if _started(probe, key):
+                return targeted, True
+            took = sorted(k for k in waiting - seen if _started(probe, k) and k in self.jobs)
+            if not took:
+                break
+            seen.update(took)
+            extra += [d for k in took for d in (pod_demand(t, self.nodes) for t in tasks_to_place(self.jobs[k]))
+                      if d is not None]
+        return targeted, False
+
+    def _served_first(self, released: list[Job], key: str) -> list[str]:
+        """The waiting jobs the re-run with ``released`` gone starts besides ``key`` (they take part of the room)."""
+        probe = self.cache.get(("release", frozenset(j.key for j in released)))
+        if probe is None:
+            return []
+        return sorted(k for k, d in self.result.jobs.items()
+                      if k != key and d.status in WAITING_STATUSES and _started(probe, k))
+
+    def _smallest_prefix(self, order: list[Job], key: str) -> Optional[tuple[int, bool]]:
+        """``(n, exact)``: the fewest first jobs of ``order`` whose release starts ``key`` (0: even all of them
+        do not), ``exact`` False when the budget cut the bisection short; None when not even releasing all was
+        tried within the budget."""
+        full = self._release_probe({v.key for v in order})
+        if full is None:
+            return None
+        if not _started(full, key):
+            return 0, True
+        lo, hi = 1, len(order)  # smallest prefix length that works lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            probe = self._release_probe({v.key for v in order[:mid]})
+            if probe is None:
+                return hi, False
+            if _started(probe, key):
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi, True
 
     def _release_probe(self, keys: set[str]) -> Optional[ScheduleResult]:
         return self.probe(("release", frozenset(keys)), lambda: self._released(keys))
@@ -486,12 +566,9 @@ class _Explainer:
         let the job be allocated, and evictions elsewhere would only blur the answer."""
         return _with_actions(_without_jobs(self.snapshot, keys), ["allocate"])
 
-    def _minimise(self, chosen: list[Job], key: str) -> list[Job]:
-        """Drop released jobs that turn out unnecessary (victim order first), while the budget lasts: the prefix
-        search finds the fewest jobs in victim order, this finds a smaller amount when a later, bigger job alone
-        is enough."""
-        if len(chosen) < 2:
-            return chosen
+    def _minimise(self, chosen: list[Job], key: str) -> tuple[list[Job], bool]:
+        """Drop released jobs that turn out unnecessary (in order), while the budget lasts: ``(kept, minimal)``,
+        ``minimal`` True when every job left was tried and found needed (the budget did not cut the pass)."""
         kept = list(chosen)
         for candidate in list(chosen):
             trial = [j for j in kept if j is not candidate]
@@ -499,10 +576,10 @@ class _Explainer:
                 break
             probe = self._release_probe({j.key for j in trial})
             if probe is None:
-                break
+                return kept, False
             if _started(probe, key):
                 kept = trial
-        return kept
+        return kept, True
 
     def _job_gpus(self, job: Job) -> float:
         mem = {n.name: n.gpu_memory_mib for n in self.snapshot.nodes}
@@ -543,18 +620,20 @@ def _waiting(job: Job) -> Counterfactual:
 
 def explain_pending(snapshot: Snapshot, result: ScheduleResult, *, budget_ms_per_job: float = 200.0,
                     jobs: Optional[list[str]] = None, search_jobs: Optional[int] = None,
-                    run: Optional[Callable[[Snapshot], ScheduleResult]] = None) -> list[PendingExplanation]:
+                    run: Optional[Callable[[Snapshot], ScheduleResult]] = None,
+                    clock: Callable[[], float] = time.perf_counter) -> list[PendingExplanation]:
     """Explain every job ``result`` left waiting (or only ``jobs``), ordered by queue then job key.
 
     ``result`` must come from running the engine on ``snapshot``. Counterfactual searches re-run the engine
     (``run``, default :func:`scheduler.engine.run_session`) on modified copies within ``budget_ms_per_job``
     per job (a probe starts only if the slowest probe so far would still end in time). ``search_jobs`` caps how
     many jobs (in output order) get engine searches; the others get the cheap checks only (a view can explain
-    one job on demand with ``jobs=[key]``). ``snapshot`` is not modified.
+    one job on demand with ``jobs=[key]``). ``clock`` (seconds) measures the budget. ``snapshot`` is not
+    modified.
     """
     if run is None:
         from .engine import run_session as run
-    explainer = _Explainer(snapshot, result, run, budget_ms_per_job)
+    explainer = _Explainer(snapshot, result, run, budget_ms_per_job, clock)
     keys = [k for k, d in result.jobs.items() if d.status in WAITING_STATUSES]
     if jobs is not None:
         wanted = set(jobs)

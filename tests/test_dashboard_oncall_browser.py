@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_dashboard_browser import SHOTS, Page, browser, page, seeded  # noqa: F401 - fixtures shared
+from test_dashboard_browser import SHOTS, Page, Server, browser, page, seeded  # noqa: F401 - fixtures shared
 
 pytestmark = pytest.mark.browser
 
@@ -109,6 +109,106 @@ def test_pending_whole_would_start_if_is_the_tooltip_and_in_the_card(seeded, pag
     reason_cell.hover()
     page.page.locator(".tabulator-tooltip", has_text=f"{code}: ").first.wait_for(timeout=10_000)  # code: message
     assert page.errors == []
+
+
+PREEMPTION_DELAY = """
+time: 1000
+nodes:
+  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
+queues:
+  - {name: a, gpu: {quota: 3}, cpu: {quota: -1}, memory: {quota: -1}}
+  - {name: infrastructure, gpu: {quota: 1}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - {name: a1, queue: a, creation_time: 1, tasks: [{name: a1-0, gpu: 1, status: running, node: n1}]}
+  - {name: a2, queue: a, creation_time: 2, tasks: [{name: a2-0, gpu: 1, status: running, node: n1}]}
+  - {name: a3, queue: a, creation_time: 3, tasks: [{name: a3-0, gpu: 1, status: running, node: n1}]}
+  - {name: a4, queue: a, creation_time: 4, tasks: [{name: a4-0, gpu: 1, status: running, node: n1}]}
+  - {name: infrastructure-etl-0031, queue: infrastructure, creation_time: 990, preemption_delay_s: 30,
+     tasks: [{name: etl-0, gpu: 1}]}
+"""
+"""A job that may not evict yet (test_scenarios' preemption-delay case): KAI's longest reason code, in a queue
+with a long name."""
+
+
+@pytest.fixture(scope="module")
+def preemption_delay(tmp_path_factory):
+    path = tmp_path_factory.mktemp("delay") / "delay.yaml"
+    path.write_text(PREEMPTION_DELAY)
+    server = Server("--snapshot", str(path), "--data-dir", str(path.parent))
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+def test_a_long_reason_code_gets_a_whole_short_badge(preemption_delay, page, size):
+    """"PreemptionDelayNotElapsed" was cut to "PreemptionDelayNotEla…" in the 184 px reason column: its badge reads
+    "PreemptionDelay", whole; hovering the cell shows the whole code and the scheduler's message."""
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    page.open(f"{preemption_delay.url}?view=pending", ready='[data-view="pending"]')
+    table = page.page.locator(".tabulator", has_text="would start if")
+    table.locator(".tabulator-row").first.wait_for(timeout=60_000)
+    page.page.wait_for_timeout(800)
+    [row] = table.evaluate(ROWS_GEOMETRY)["rows"]
+    assert [c for c in row["cut"] if not c.startswith("job rtl: ")] == []
+    cell = table.locator('.tabulator-row [tabulator-field="reason"]').first
+    assert cell.inner_text().strip() == "PreemptionDelay"
+    # room to spare: the whole code took 174 of the cell's 183 px here, and was cut where the font is wider
+    badge, room = cell.evaluate("c => [c.querySelector('.kd-badge').offsetWidth, c.clientWidth]")
+    assert badge <= 0.75 * room, (badge, room)
+    _shot(page, f"pending-preemption-delay-{size[0]}x{size[1]}")
+    cell.hover()
+    page.page.locator(".tabulator-tooltip", has_text="PreemptionDelayNotElapsed: ").first.wait_for(timeout=10_000)
+    assert page.errors == [] and page.off_loopback() == []
+
+
+ETA_JS = """t => [...t.querySelectorAll('.tabulator-row .tabulator-cell[tabulator-field="eta"]')].map(c => c.innerText.trim())"""
+UNITS_S = {"s": 1, "min": 60, "h": 3600, "d": 86400}
+
+
+def _eta_rank(text: str) -> tuple[int, float]:
+    """Where a summary ("this cycle", "~5 min", "likely ~6.6 h", "next cycle", "> 24.0 h", "cannot start", anything
+    else: no estimate) belongs in chronological order."""
+    if text == "this cycle":
+        return 0, 0.0
+    if text == "next cycle":
+        return 0, 1.0
+    if m := re.fullmatch(r"(?:likely )?~([\d.]+) (s|min|h|d)", text):
+        return 0, float(m[1]) * UNITS_S[m[2]]
+    if text.startswith("> "):
+        return 1, 0.0
+    return (2, 0.0) if text == "cannot start" else (3, 0.0)
+
+
+def test_pending_expected_start_sorts_chronologically(seeded, page):
+    """Clicking "expected start" orders the rows by time ("~5 min" before "~12 min", "> 24.0 h" after every
+    estimate), not by the text; no estimate and "cannot start" stay last when the order is reversed."""
+    server, _, _ = seeded
+    page.page.set_viewport_size({"width": 1440, "height": 900})
+    page.open(f"{server.url}?view=pending", ready='[data-view="pending"]')
+    table = page.page.locator(".tabulator", has_text="would start if")
+    table.locator(".tabulator-row").first.wait_for(timeout=60_000)
+    deadline = time.time() + 120                   # the forward simulations answer in the background
+    while len({_eta_rank(t) for t in table.evaluate(ETA_JS)}) < 3 and time.time() < deadline:
+        time.sleep(1)
+    shown = table.evaluate(ETA_JS)
+    assert len({_eta_rank(t) for t in shown}) >= 3, shown
+    header = table.locator('.tabulator-col[tabulator-field="eta"] .tabulator-col-title')
+    header.click()
+    page.page.wait_for_timeout(500)
+    once = table.evaluate(ETA_JS)
+    if once[0] != min(once, key=_eta_rank):        # Tabulator's first click may sort descending
+        header.click()
+        page.page.wait_for_timeout(500)
+        once = table.evaluate(ETA_JS)
+    assert [_eta_rank(t) for t in once] == sorted(_eta_rank(t) for t in once), once
+    assert sorted(once) == sorted(shown)
+    header.click()
+    page.page.wait_for_timeout(500)
+    twice = table.evaluate(ETA_JS)
+    known = [t for t in twice if _eta_rank(t)[0] < 2]
+    assert twice[:len(known)] == known, twice        # unknown and never: last in either direction
+    assert [_eta_rank(t) for t in known] == sorted((_eta_rank(t) for t in known), reverse=True), twice
+    assert page.errors == [] and page.off_loopback() == []
 
 
 ORDER_JS = """t => [...t.querySelectorAll('.tabulator-row .tabulator-cell[tabulator-field="job_pod"]')]

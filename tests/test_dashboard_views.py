@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import pandas as pd
 import pytest
@@ -745,3 +746,32 @@ def test_slice_table_lists_a_node_with_pods_when_nothing_is_flagged():
     g = v.model.gpus()
     assert not g["over_share"].any() and not g["idle_allocated"].any()
     assert v.node_select.value == "n1" and list(v.node_table.value.index) == ["busy-0"]
+
+
+def test_pending_expected_start_sorts_by_time_not_by_its_text(state):  # noqa: F811
+    """The expected-start cells read "~5 min", "~12 min", "~1.5 h", "> 24.0 h", "cannot start": sorted as text
+    "~12 min" came before "~5 min". The column sorts by the hidden ``eta_order`` (seconds; past the horizon after
+    every estimate; cannot start and no estimate last), through Tabulator's sorter of that column."""
+    from dashboard.views.pending import ETA_SORTER, HIDDEN, NEVER_S, table_frame
+
+    rows = [("q/never", math.inf, "cannot start on this cluster: no node has 16 GPUs"),
+            ("q/twelve", 720.0, "starts in ~12 min (5 min–20 min)"),
+            ("q/unknown", math.nan, "no estimate yet"),
+            ("q/later", math.inf, "not within 24.0 h of forward simulation"),
+            ("q/five", 300.0, "starts in ~5 min (2 min–9 min)"),
+            ("q/hours", 5400.0, "starts in ~1.5 h (1 h–2 h)"),
+            ("q/now", 0.0, "KAI would bind it this cycle")]
+    frame = pd.DataFrame([{"job": j, "queue": "q", "wait_s": 60.0, "gpus_requested": 1.0, "reason": "", "message": "",
+                           "eta": text, "eta_p50_s": p50, "next_cycle": "", "counterfactual": ""}
+                          for j, p50, text in rows])
+    df = table_frame(frame)
+    assert "eta_order" in HIDDEN
+    assert list(df.sort_values("eta_order").index) == ["q/now", "q/five", "q/twelve", "q/hours", "q/later",
+                                                       "q/never", "q/unknown"]
+    assert sorted(df["eta_short"]) != list(df.sort_values("eta_order")["eta_short"])  # the text order differs
+    assert (df.loc["q/never", "eta_order"], df.loc["q/unknown", "eta_order"]) >= (NEVER_S, NEVER_S)
+    view = PendingView(state)
+    view.__panel__()
+    columns = view.table.get_root().configuration["columns"]      # what the browser's Tabulator gets
+    assert [c["sorter"] for c in columns if c["field"] == "eta"] == [ETA_SORTER]
+    assert "eta_order" in ETA_SORTER.js_code and 'dir === "asc"' in ETA_SORTER.js_code

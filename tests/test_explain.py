@@ -6,11 +6,13 @@ free GPUs and the queue limit allows) so that every expected number can be worke
 against the real engine (scheduler.engine) follow.
 """
 
+from dataclasses import replace
+
 import pytest
 
 from scheduler.decisions import JobDecision, ScheduleResult, TaskDecision
 from scheduler.explain import explain_pending, tasks_to_place
-from scheduler.model import Job, Node, Queue, QueueResource, Snapshot, Task
+from scheduler.model import Job, Node, PodConstraints, Queue, QueueResource, Snapshot, Task
 
 
 def node(name, gpus=8):
@@ -261,3 +263,89 @@ def test_pods_awaiting_the_pod_grouper_are_explained_as_such():
     assert result.jobs["nb-0"].reason == "AwaitingPodGrouper" and result.tasks["nb-0"].status == "pending"
     (exp,) = explain_pending(snap, result)
     assert exp.counterfactual.kind == "pod_grouper" and "pod-grouper" in exp.message
+
+
+class ProbeClock:
+    """A clock for the explainer's budget that moves only when the engine runs (``ms_per_run`` per re-run), so a
+    budget is a number of engine runs whatever the machine's load."""
+
+    def __init__(self, ms_per_run: float = 10.0):
+        from scheduler.engine import run_session
+
+        self.now, self.runs, self.ms, self._engine = 0.0, 0, ms_per_run, run_session
+
+    def __call__(self) -> float:
+        return self.now
+
+    def run(self, snap):
+        self.runs += 1
+        self.now += self.ms / 1000
+        return self._engine(snap)
+
+
+def pool_node(name, pool):
+    return Node(name=name, gpus=8, gpu_memory_mib=81920, cpu_millis=128000, memory_bytes=2**40,
+                labels={"kai.scheduler/node-pool": pool})
+
+
+ONLY_POOL_A = PodConstraints(node_selector={"kai.scheduler/node-pool": "a"})
+
+
+def split_pools_scenario(a_nodes=2):
+    """Pool "a" (``a_nodes`` nodes) runs queue D's 8-GPU jobs a1 (started 1), a2 (started 2), ...; pool "b" (4
+    nodes) runs D's 32 one-GPU jobs, all younger. Queue Q's gang of 2 x 8 GPUs may only use pool a. Everything is full.
+    Fair share (quota 0, weight 1): requests Q 16, D 48 of 48 -> Q 16, D 32; D holds 48: the donor."""
+    nodes = [pool_node(f"a{i}", "a") for i in range(a_nodes)] + [pool_node(f"b{i}", "b") for i in range(4)]
+    jobs = [gpu_only(f"a{i + 1}", "D", 8, status="running", node_name=f"a{i}", devices=range(8), priority=125,
+                     start=1 + i) for i in range(a_nodes)]
+    jobs += [gpu_only(f"b{n}-{d}", "D", 1, status="running", node_name=f"b{n}", devices=[d], priority=125,
+                      start=10 + 8 * n + d) for n in range(4) for d in range(8)]
+    gang = Job(name="gang", queue="Q", creation_time=100.0, min_available=2,
+               tasks=[Task(f"gang-{i}", gpu=8, constraints=ONLY_POOL_A) for i in range(2)])
+    return Snapshot(nodes=nodes, queues=[Queue("D"), Queue("Q")], jobs=jobs + [gang])
+
+
+def test_release_targets_the_nodes_the_gang_can_use_within_the_budget():
+    # KAI's victim order (same priority, younger first) puts D's 32 one-GPU jobs on pool b before a1 and a2,
+    # so the prefix of that order that starts the gang is all 34 jobs, and one-by-one minimising needs 34 more
+    # engine runs: within 20 runs it used to end at "D released 35 GPUs (21 jobs)". Aimed at the nodes the gang
+    # may use, the proposal is a1 and a2, verified by one engine run and proven minimal by two more.
+    from scheduler.engine import run_session
+
+    snap = split_pools_scenario()
+    clock = ProbeClock(10.0)
+    [exp] = explain_pending(snap, run_session(snap), budget_ms_per_job=200.0, run=clock.run, clock=clock)
+    cf = exp.counterfactual
+    assert (cf.kind, cf.queue, sorted(cf.jobs), cf.amount, cf.verified, cf.minimal) == (
+        "release", "D", ["a1", "a2"], 16.0, True, True)
+    assert cf.message == "would start if queue D released 16 GPUs (a2, a1); D holds 48 GPUs against a fair share of 32 GPUs"
+    assert clock.runs == 3
+
+
+def test_release_says_when_the_budget_left_the_set_unproven():
+    # The same cluster with the budget for a single engine run: the node-targeted set is verified, but no job
+    # of it was tried without, so the message says the set is not proven the smallest.
+    from scheduler.engine import run_session
+
+    snap = split_pools_scenario()
+    clock = ProbeClock(10.0)
+    [exp] = explain_pending(snap, run_session(snap), budget_ms_per_job=15.0, run=clock.run, clock=clock)
+    cf = exp.counterfactual
+    assert (cf.kind, sorted(cf.jobs), cf.verified, cf.minimal) == ("release", ["a1", "a2"], True, False)
+    assert cf.message.endswith("; not proven the smallest set: the search stopped at its time budget")
+
+
+def test_release_names_the_waiting_jobs_that_take_the_room_first():
+    # Pool a has three nodes (D's a1, a2, a3) and Q's one-pod job "first", created earlier and also bound to pool a,
+    # waits too. Room for the gang alone (a3, a2 released) goes to "first" in the engine's re-run: the explainer
+    # learns that from the re-run, asks for room for both (all three), verifies it and says who takes part of it.
+    from scheduler.engine import run_session
+
+    snap = split_pools_scenario(a_nodes=3)
+    first = Job(name="first", queue="Q", creation_time=50.0, tasks=[Task("first-0", gpu=8, constraints=ONLY_POOL_A)])
+    snap = replace(snap, jobs=snap.jobs + [first])
+    [exp] = explain_pending(snap, run_session(snap), budget_ms_per_job=5000, jobs=["gang"])
+    cf = exp.counterfactual
+    assert (cf.kind, cf.jobs, cf.amount, cf.verified, cf.minimal) == ("release", ["a3", "a2", "a1"], 24.0, True, True)
+    assert cf.message == ("would start if queue D released 24 GPUs (a3, a2, a1); D holds 56 GPUs against a fair share "
+                          "of 32 GPUs; part of the room goes to first, waiting ahead of it")

@@ -10,6 +10,7 @@ import math
 import pandas as pd
 import panel as pn
 from bokeh.models import HTMLTemplateFormatter
+from panel.io.model import JSCode
 
 from .. import display
 from ..models import STARTS_NOW, PendingModel, predicts_start
@@ -19,7 +20,7 @@ from .common import (TABLE_CSS, badge, duration_formatter, keyed, number_formatt
 from .pending_text import short_counterfactual, short_eta
 
 SHOWN = ["job", "queue", "wait_s", "gpus_requested", "reason", "eta", "counterfactual"]
-HIDDEN = ["reason_code", "reason_label", "eta_short", "counterfactual_short"]
+HIDDEN = ["reason_code", "reason_label", "eta_short", "counterfactual_short", "eta_order"]
 COLUMNS = SHOWN + HIDDEN
 """The table's columns. Every row is one line tall, so a screenful of waiting jobs shows at 1280x720: the reason,
 expected start and "would start if" cells show a one-line summary (:mod:`.pending_text`, from the HIDDEN
@@ -50,6 +51,9 @@ def reason_colour(code: str) -> str:
     return REASON_COLOURS.get(code, OTHER_REASON_COLOUR)
 STARTS_NOW_LABEL = "KAI would start"
 """The table's badge of a job the engine binds this cycle (its expected start reads "this cycle")."""
+BADGE_LABELS = {STARTS_NOW: STARTS_NOW_LABEL, "PreemptionDelayNotElapsed": "PreemptionDelay"}
+"""The table's badge text where it is not the reason code: codes too long for the reason column at 1280 px (the
+cell's tooltip and the card keep the whole code)."""
 WIDTHS_PX = {"job": 222, "queue": 104, "wait_s": 86, "gpus_requested": 72, "reason": 184, "eta": 116}
 """Fixed widths (waiting and GPUs: the title beside its sort arrow; queue: "infrastructure"); "would start if"
 takes the rest (about 225 px at 1280, 390 px at 1440)."""
@@ -63,6 +67,17 @@ ONE_LINE_CSS = """
 """Every cell one line, a longer text ends in an ellipsis (its tooltip is the whole text); a job name longer than
 its column loses its start instead ("…ucture/infrastructure-etl-0031"): its end tells jobs apart."""
 NOT_YET = "not explained yet (searches run between ticks, one waiting job at a time)"
+BEYOND_HORIZON_S, NEVER_S, UNKNOWN_S = 1e15, 2e15, 3e15
+"""Sort keys (``eta_order``) of an expected start past the estimate's horizon ("> 24.0 h"), of a job that cannot
+start on this cluster, and of one without an estimate; the last two stay at the bottom in either direction."""
+ETA_SORTER = JSCode(f"""function(a, b, aRow, bRow, column, dir) {{
+  const x = aRow.getData().eta_order, y = bRow.getData().eta_order;
+  const lastX = !(x < {NEVER_S:.0f}), lastY = !(y < {NEVER_S:.0f});
+  if (lastX !== lastY) return (lastX ? 1 : -1) * (dir === "asc" ? 1 : -1);
+  return lastX ? 0 : x - y;
+}}""")
+"""Tabulator sorts the expected-start column by ``eta_order`` (seconds), not by its text ("~12 min" before "~5 min");
+no estimate and "cannot start" last whichever way (Tabulator swaps the rows it compares when descending)."""
 
 
 def _details_html(details) -> str:
@@ -92,6 +107,16 @@ def summary_formatters() -> dict:
             "counterfactual": HTMLTemplateFormatter(template="<%- counterfactual_short %>")}
 
 
+def eta_order(p50_s, short: str) -> float:
+    """The expected-start column's sort key: seconds from now (0 for a start this cycle), then
+    :data:`BEYOND_HORIZON_S`, :data:`NEVER_S` ("cannot start") and :data:`UNKNOWN_S` (no estimate)."""
+    if short == "cannot start":
+        return NEVER_S
+    if p50_s is None or pd.isna(p50_s):
+        return UNKNOWN_S
+    return float(p50_s) if math.isfinite(p50_s) else BEYOND_HORIZON_S
+
+
 def table_frame(pending: pd.DataFrame) -> pd.DataFrame:
     """The table's rows of :meth:`PendingModel.frame`, keyed by job: the whole texts as values (escaped: Tabulator
     writes a tooltip as HTML) and their one-line summaries beside them."""
@@ -100,8 +125,10 @@ def table_frame(pending: pd.DataFrame) -> pd.DataFrame:
     df["counterfactual"] = df["counterfactual"].replace("", NOT_YET)
     starts = df["next_cycle"].map(predicts_start).astype(bool) if len(df) else pd.Series([], dtype=bool)
     df["reason_code"] = df["reason"].where(df["reason"] != "", starts.map({True: STARTS_NOW, False: "none"}))
-    df["reason_label"] = df["reason_code"].replace(STARTS_NOW, STARTS_NOW_LABEL)
+    df["reason_label"] = df["reason_code"].map(lambda code: BADGE_LABELS.get(code, code))
     df["eta_short"] = df["eta"].map(short_eta)
+    p50 = df["eta_p50_s"] if "eta_p50_s" in df else pd.Series(math.nan, index=df.index)
+    df["eta_order"] = [eta_order(s, short) for s, short in zip(p50, df["eta_short"])]
     df["counterfactual_short"] = [short_counterfactual(t, q) for t, q in zip(df["counterfactual"], df["queue"])]
     df["reason"] = [f"{code}: {msg}" if msg else code for code, msg in zip(df["reason_code"], df["message"])]
     for c in ("reason", "eta", "counterfactual"):
@@ -131,6 +158,7 @@ class PendingView(View):
                            stylesheets=[TABLE_CSS, ONE_LINE_CSS], name="pending-table",
                            titles=TITLES, header_tooltips=TOOLTIPS, layout="fit_columns", widths=WIDTHS_PX,
                            hidden_columns=HIDDEN, selectable=1,
+                           configuration={"columns": [{"field": "eta", "sorter": ETA_SORTER}]},
                            empty="No job is waiting: every job has what it asked for.")
         self.table.on_click(self._on_click)
         self.detail = pn.pane.HTML("", sizing_mode="stretch_width")

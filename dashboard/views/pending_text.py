@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from scheduler.explain import NOT_PROVEN_MINIMAL
+
 MAX_CHARS = 30
 """Longest summary: about what the narrowest "would start if" cell (1280 px wide window) shows in one line."""
 
@@ -39,7 +41,8 @@ def _first_clause(text: str) -> str:
 
 def short_counterfactual(text: str, queue: str = "") -> str:
     """``"analytics limit +0.75 GPUs"`` for "over the queue limit by 0.75 GPUs: … with the limit raised to
-    21.75 GPUs it would start"; ``"llm frees 32 GPUs"``, ``"llm frees 64 GPUs (3 jobs)"``, ``"+2 nodes in pool
+    21.75 GPUs it would start"; ``"llm frees 32 GPUs"``, ``"llm frees 64 GPUs (3 jobs)"`` (``"llm frees ≤184 GPUs
+    (13 jobs)"`` when the search's budget ran out before the set was proven the smallest), ``"+2 nodes in pool
     a100-80"``, … ("…: not enough" when the explainer's re-run showed the change would not start it by itself).
     ``queue``: the job's own queue, left out of a limit or quota change of that queue (the row names it):
     ``"limit +0.75 GPUs"``."""
@@ -56,7 +59,9 @@ def short_counterfactual(text: str, queue: str = "") -> str:
         jobs = len([j for j in m["jobs"].split(", ") if j])
         more = re.search(r" and (\d+) more jobs", m["jobs"])
         jobs += int(more[1]) if more else 0
-        return f"{m['q']} frees {m['x']}" + (f" ({jobs} jobs)" if jobs > 1 else "")
+        # "≤": a set the explainer's budget left unminimised (some of its jobs may not be needed)
+        at_most = "≤" if NOT_PROVEN_MINIMAL in text else ""
+        return f"{m['q']} frees {at_most}{m['x']}" + (f" ({jobs} jobs)" if jobs > 1 else "")
     if m := _NODES.match(text):
         return f"+{_plural(int(m['n']), 'node')} in pool {m['pool']}"
     if text.startswith("even 16 more nodes"):
