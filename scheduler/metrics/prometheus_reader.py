@@ -7,7 +7,8 @@ for utilisation over the idle window in one range query, and hands the samples t
 while backing off the reader answers at once from its last good frame. :meth:`DcgmReader.frame` never raises:
 it returns ``(frame, ReaderStatus)`` where the status says ``ok``, ``no_data`` (Prometheus answered but holds
 no DCGM series), ``stale`` (failed; the last good frame and its age) or ``error`` (failed and nothing good yet;
-an empty frame).
+an empty frame). ``status.info["mig_instances"]`` is the per-MIG-instance usage of a fresh read
+(:data:`~.dcgm_mig.INSTANCE_COLUMNS`), ``status.info["mig_problems"]`` what was wrong with MIG series.
 """
 
 from __future__ import annotations
@@ -182,6 +183,10 @@ class DcgmReader:
             state, message = NO_DATA, f"prometheus {self.url} has no DCGM series matching {self._match()}"
         elif info.get("unknown_host_series"):
             message += f"; {info['unknown_host_series']} series on hosts not in the snapshot"
+        if len(info.get("mig_instances", ())):
+            message += f"; {len(info['mig_instances'])} MIG instances"
+        if info.get("mig_problem_count"):
+            message += f"; {info['mig_problem_count']} MIG series problems, first: {info['mig_problems'][0]}"
         return frame, ReaderStatus(state=state, message=message, age_s=0.0, last_success=now,
                                    variant=variant.profile, info=info)
 
