@@ -120,14 +120,17 @@ def split_mig(s: pd.DataFrame, nodes: dict[str, Node], info: dict, problems: lis
 
     instances = _instance_frame(inst, problems)
     parents = set(zip(instances["node"], instances["gpu_index"]))
-    is_parent = np.fromiter(((n, g) in parents for n, g in zip(whole["node"], whole["gpu_index"])), bool,
-                            count=len(whole))
+    keys = pd.MultiIndex.from_arrays([whole["node"], whole["gpu_index"]])
+    is_parent = keys.isin(list(parents)) if parents else np.zeros(len(whole), bool)
     info["mig_parent_series"] = int(is_parent.sum())
     whole = whole[~is_parent].copy()
     remap = _whole_gpu_cells(whole, instances, nodes, parents)
     if remap:
-        keys = list(zip(whole["node"], whole["gpu_index"]))
-        whole["gpu_index"] = np.array([remap.get(k, k[1]) for k in keys], dtype="int64")
+        on = whole["node"].isin({node for node, _ in remap}).to_numpy()
+        keys = zip(whole["node"].to_numpy()[on].tolist(), whole["gpu_index"].to_numpy()[on].tolist())
+        index = whole["gpu_index"].to_numpy().copy()
+        index[on] = [remap[k] for k in keys]
+        whole["gpu_index"] = index
     for key in parents:
         remap[key] = None
     info["mig_unplaced_instances"] = int(instances["first_cell"].isna().sum())
@@ -173,12 +176,13 @@ def _instance_frame(inst: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
 def _whole_gpu_cells(whole: pd.DataFrame, instances: pd.DataFrame, nodes: dict[str, Node],
                      parents: set) -> dict:
     """``(node, physical) -> cell`` for whole GPUs of the nodes with instance series."""
+    mig_gpus: dict[str, list[int]] = {}
+    for node, g in parents:
+        mig_gpus.setdefault(node, []).append(g)
+    keys = whole.loc[whole["node"].isin(mig_gpus), ["node", "gpu_index"]].drop_duplicates()
     out = {}
-    for node in instances["node"].unique():
-        offset = mig_gpu_total(nodes[node].mig)
-        mig_gpus = sorted(g for n, g in parents if n == node)
-        for g in sorted(set(whole.loc[whole["node"] == node, "gpu_index"].tolist())):
-            out[(node, g)] = offset + g - sum(1 for m in mig_gpus if m < g)
+    for node, g in zip(keys["node"].tolist(), keys["gpu_index"].tolist()):
+        out[(node, g)] = mig_gpu_total(nodes[node].mig) + g - sum(1 for m in mig_gpus[node] if m < g)
     return out
 
 
