@@ -179,7 +179,7 @@ def test_every_naming_variant_reads_the_same(variant):
 
 def test_parent_gpu_series_is_not_counted_twice():
     """With ``-d g`` and instances watched, a MIG GPU also has whole-GPU series: the sum over its instances,
-    labelled with one of the MIG pods (dcgm-exporter maps the parent UUID to every MIG pod; one wins)."""
+    possibly labelled with one of the MIG pods (dcgm-exporter also keys MIG pods under a device-id key)."""
     snap = mig_snapshot()
     text = exposition(snap)
     frame, _ = read(snap, text)

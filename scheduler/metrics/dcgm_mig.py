@@ -9,8 +9,9 @@ kaidash reads them as follows (docs/metrics.md "MIG instances"):
 
 * an instance's usage is its own (:data:`INSTANCE_COLUMNS`, one row per node, physical GPU and instance id);
 * a whole-GPU series of a GPU that has instance series is the parent's total, over the same memory the
-  instances report, and dcgm-exporter may label it with any one of the MIG pods (its GPU-UUID key maps to
-  every MIG pod on the GPU): it is dropped and counted, never attributed (no double counting);
+  instances report, and its pod labels are not trustworthy (dcgm-exporter also keys each MIG pod under its
+  MIG device id without the ``MIG-`` prefix, one pod per key): it is dropped and counted, never attributed (no
+  double counting);
 * instances sit on the snapshot's GPU-equivalent cells in :func:`~.mig.instance_cells` order; each cell of an
   instance gets the instance's memory figures divided by its width and its activity ratios as they are, and
   the instance's pod as the pod credited, so a MIG pod's slices get their instance's used memory, split over

@@ -13,6 +13,12 @@ NVML per-process data (PR #594): ``FB_USED`` and ``GPU_UTIL`` get the unlabelled
 one series per pod with that pod's own value (and ``pod_uid``); every other family is repeated once per pod
 with the whole-GPU value.
 
+MIG nodes (``Node.mig``) are emitted as dcgm-exporter's default ``--devices f`` prints them: a GPU with MIG
+instances has only per-instance series, labelled ``GPU_I_PROFILE``/``GPU_I_ID`` between ``modelName`` and the
+host (``render_metrics.go``) and with the pod holding the instance; the instances sit on physical GPUs as
+:func:`~.mig.mig_layout` packs them, and the node's whole GPUs are numbered after them (values:
+:class:`SimInstance`).
+
 Simulated values per GPU (documented so tests can derive them by hand):
 memory used = sum of the holders' ``usage.gpu_memory_mib`` (per device), capped at total - reserved;
 reserved = min(total, :data:`RESERVED_MIB`); free = total - used - reserved; utilisation =
