@@ -627,6 +627,11 @@ class ExporterState:
                 self._gpus = self._frame.gpus() if self._frame is not None else []
             return list(self._gpus)
 
+    def instances(self) -> list[SimInstance]:
+        """The MIG instances of the last update (:class:`SimInstance`, their pods and values)."""
+        with self._lock:
+            return list(self._frame.instances) if self._frame is not None else []
+
     def render(self) -> str:
         """The current ``/metrics`` body."""
         with self._lock:
