@@ -309,7 +309,8 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
                                      default=None)
 
     # 5. flags, with their evidence (gpu_flags)
-    frame = flag_frame(frame, window_max_series(frame, mig.remap_idle(idle_max_util)), idle_util_threshold=idle_util_threshold,
+    idle_by_cell = mig.remap_idle(idle_max_util)   # keyed by physical GPU; MIG nodes' cells differ
+    frame = flag_frame(frame, window_max_series(frame, idle_by_cell), idle_util_threshold=idle_util_threshold,
                        in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib)
     frame["has_metrics"] = frame["has_metrics"].fillna(False).astype(bool)
     frame = frame.sort_values(["node", "gpu_index", "task"], na_position="first", kind="stable")

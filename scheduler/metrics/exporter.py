@@ -351,10 +351,10 @@ def _assign_instances(instances: list[SimInstance], tasks: list[tuple[str, str, 
     for k, (namespace, pod, task) in enumerate(tasks):
         total = sum(i.memory_mib for i in mine[k]) or 1.0
         u = task.usage
+        used, util = (u.gpu_memory_mib, u.gpu_util) if u else (0.0, 0.0)
         for inst in mine[k]:
             inst.pod = SimPod(namespace, pod, WORKLOAD_CONTAINER, uid=_pod_uid(namespace, pod))
-            inst.values = _instance_values(inst.memory_mib, (u.gpu_memory_mib if u else 0.0) * inst.memory_mib / total,
-                                           u.gpu_util if u else 0.0)
+            inst.values = _instance_values(inst.memory_mib, used * inst.memory_mib / total, util)
     for inst in free:
         inst.values = _instance_values(inst.memory_mib, 0.0, 0.0)
 
@@ -522,7 +522,7 @@ def _render_frame(frame: SimFrame, variant: V.ExporterVariant, per_pod: bool, dr
                                 if frame.index[row] == inst.first_cell else None)
                           for row, inst in frame.instance_of.items()}
         if instance_lines:  # MIG cells: their instance's series in place of their own (few nodes: a plain loop)
-            for row, line in instance_lines.items():
+            for row in instance_lines:
                 texts[row] = None
             if not per_pod:
                 prefix = name + "{"
