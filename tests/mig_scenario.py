@@ -6,7 +6,7 @@ Hand-derivable facts (``scheduler/metrics/mig.py`` ``mig_layout``; exporter rule
   ``1g.10gb`` × 4 (cells 0-3) then ``3g.40gb`` × 1 (cells 4-6): 7 compute slices and 80 GiB, so all five fit
   on physical GPU 0, ids 1-5. Cell 7 is a whole GPU: physical GPU 1.
 * ``serve/small-0`` holds the 1g.10gb instance at cell 0 (id 1), uses 7000 MiB, activity 0.4;
-  ``serve/small-1`` holds the one at cell 1 (id 2), 9000 MiB, 0.25;
+  ``serve/small-1`` holds the one at cell 1 (id 2), 9000 MiB, activity 0 (allocated and idle);
   the 1g.10gb instances at cells 2 and 3 (ids 3, 4) are free;
   ``serve/big-0`` holds the 3g.40gb (cells 4-6, id 5), 30000 MiB, 0.6: 10000 MiB on each of its cells;
   ``train/whole-0`` holds the whole GPU (cell 7, physical 1), 50000 MiB, 0.9.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from scheduler.snapshot_io import snapshot_from_dict
 
 A100_MIB = 81920
-USAGE = {"small-0": (7000, 0.4), "small-1": (9000, 0.25), "big-0": (30000, 0.6), "whole-0": (50000, 0.9),
+USAGE = {"small-0": (7000, 0.4), "small-1": (9000, 0.0), "big-0": (30000, 0.6), "whole-0": (50000, 0.9),
          "h100-job-0": (60000, 0.8)}
 
 

@@ -99,7 +99,7 @@ def test_exporter_emits_instance_series_in_dcgm_exporter_format():
     assert all("GPU_I_ID" not in s.labels for s in series(text, "DCGM_FI_DEV_GPU_UTIL"))
     gr = {s.labels["GPU_I_ID"]: s.value for s in series(text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
           if "GPU_I_ID" in s.labels}
-    assert gr == {"1": 0.4, "2": 0.25, "3": 0.0, "4": 0.0, "5": 0.6}
+    assert gr == {"1": 0.4, "2": 0.0, "3": 0.0, "4": 0.0, "5": 0.6}
     free = {s.labels["GPU_I_ID"]: s.value for s in series(text, "DCGM_FI_DEV_FB_FREE") if "GPU_I_ID" in s.labels}
     assert free == {"1": 10240 - 7000, "2": 10240 - 9000, "3": 10240, "4": 10240, "5": 40960 - 30000}
 
@@ -235,6 +235,19 @@ def test_idle_window_keyed_by_physical_gpu_goes_to_the_right_cell():
     frame, _ = read(snap, text, idle_max_util={("a100-mig", 1): 0.0, ("a100-mig", 0): 0.0})
     flagged = frame.loc[frame.idle_allocated, ["node", "gpu_index"]].drop_duplicates()
     assert flagged.values.tolist() == [["a100-mig", 7]]
+
+
+def test_idle_window_per_mig_instance_goes_to_its_cells():
+    """An instance's own window (graphics-engine activity, keyed by node, physical GPU and instance id) judges
+    the cells it spans; small-1 (cell 1) held and idle, big-0 (cells 4-6) held and busy, id 3 (cell 2) free."""
+    snap = mig_snapshot()
+    idle = {("a100-mig", 0, 2): 0.0, ("a100-mig", 0, 5): 0.6, ("a100-mig", 0, 3): 0.0}
+    frame, _ = read(snap, exposition(snap), idle_instance_util=idle)
+    flagged = frame.loc[frame.idle_allocated, ["node", "gpu_index", "task"]]
+    assert flagged.values.tolist() == [["a100-mig", 1, "serve/small-1"]]
+    assert "utilisation at most 0.0 %" in frame.loc[flagged.index[0], "evidence"]
+    never, _ = read(snap, exposition(snap))
+    assert not never.idle_allocated.any()                 # no window: never judged idle
 
 
 def test_simulated_samples_give_the_same_frame_as_parsing():

@@ -13,7 +13,7 @@ import pytest
 from mig_scenario import mig_snapshot
 from prometheus_fixture import PrometheusServer, scrape_config, wait_for
 from scheduler.metrics import variants as V
-from scheduler.metrics.dcgm import build_gpu_frame, samples_from_exposition
+from scheduler.metrics.dcgm import build_gpu_frame, gpu_summary, samples_from_exposition
 from scheduler.metrics.exporter import ExporterServer, ExporterState
 from scheduler.metrics.prometheus_reader import DcgmReader
 
@@ -76,6 +76,17 @@ def test_mig_pods_used_memory_comes_back_per_instance(snap, exporters, prometheu
     state = exporters[job].state
     expected = build_gpu_frame(snap, samples_from_exposition(state.render(), V.variant_for_exporter(state.variant)))
     pd.testing.assert_frame_equal(frame, expected)
+
+
+def test_idle_mig_instance_from_a_range_query(snap, prometheus):
+    """The per-instance range query (max of GR_ENGINE_ACTIVE by host, gpu, GPU_I_ID): small-1 holds its
+    instance (cell 1) at activity 0; every other held instance or GPU is busy."""
+    reader = DcgmReader(prometheus.url, selector='job="classic"', timeout_s=5, idle_window_s=3, idle_step_s=1)
+
+    def idle_cells():
+        summary = gpu_summary(reader.frame(snap)[0])
+        return set(map(tuple, summary.loc[summary.idle_allocated, ["node", "gpu_index"]].to_numpy().tolist()))
+    assert wait_for(idle_cells, timeout_s=20, message="a full idle window of samples") == {("a100-mig", 1)}
 
 
 def test_prometheus_really_renamed_the_instance_pod_labels(prometheus):

@@ -202,11 +202,13 @@ def _pod_devices(samples: pd.DataFrame) -> dict[tuple[str, str, str], list[int]]
 def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Optional[dict[GpuKey, float]] = None,
                     *, reservation_groups: Optional[dict[str, str]] = None, idle_util_threshold: float = 0.05,
                     in_use_memory_mib: float = 256.0, over_share_tolerance_mib: float = 0.0,
-                    info: Optional[dict] = None) -> pd.DataFrame:
+                    info: Optional[dict] = None,
+                    idle_instance_util: Optional[dict[tuple[str, int, int], float]] = None) -> pd.DataFrame:
     """The per-GPU frame (:data:`FRAME_COLUMNS`) for ``snapshot`` from DCGM ``samples``.
 
     ``idle_max_util`` maps a GPU to its maximum utilisation over a window the data fully covers (GPUs
-    missing from it are never flagged idle). Flags: ``over_share`` = the slice uses more memory than it was
+    missing from it are never flagged idle); ``idle_instance_util`` the same per MIG instance, keyed
+    ``(node, physical gpu, instance id)``. Flags: ``over_share`` = the slice uses more memory than it was
     allocated (+ tolerance; KAI does not isolate, so neighbours risk OOM); ``idle_allocated`` = the GPU holds
     slices but its utilisation stayed below ``idle_util_threshold`` for the window; ``unallocated_in_use`` =
     no slice, yet memory used above ``in_use_memory_mib`` or utilisation at or above the threshold.
@@ -309,7 +311,7 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
                                      default=None)
 
     # 5. flags, with their evidence (gpu_flags)
-    idle_by_cell = mig.remap_idle(idle_max_util)   # keyed by physical GPU; MIG nodes' cells differ
+    idle_by_cell = mig.remap_idle(idle_max_util, idle_instance_util)   # keyed by physical GPU and instance
     frame = flag_frame(frame, window_max_series(frame, idle_by_cell), idle_util_threshold=idle_util_threshold,
                        in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib)
     frame["has_metrics"] = frame["has_metrics"].fillna(False).astype(bool)

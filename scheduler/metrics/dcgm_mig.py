@@ -82,17 +82,22 @@ class MigSplit:
     """``(node, namespace, pod) -> [cell, ...]`` of the instances dcgm-exporter labelled with the pod."""
     remap: dict = field(default_factory=dict)
     """``(node, physical index) -> cell`` for whole GPUs of MIG nodes; MIG parents map to None."""
+    instance_cells: dict = field(default_factory=dict)
+    """``(node, physical index, instance id) -> [cell, ...]`` of every placed instance."""
 
-    def remap_idle(self, idle: Optional[dict]) -> Optional[dict]:
+    def remap_idle(self, idle: Optional[dict], idle_instances: Optional[dict] = None) -> Optional[dict]:
         """An idle window keyed by physical GPU re-keyed by cell (MIG parents dropped: their window mixes
-        instances)."""
-        if not idle or not self.remap:
+        instances), plus each instance's window (``(node, gpu, instance id) -> max``) on its cells."""
+        if not self.remap and not self.instance_cells:
             return idle
         out = {}
-        for (node, index), value in idle.items():
+        for (node, index), value in (idle or {}).items():
             cell = self.remap.get((node, index), index)
             if cell is not None:
                 out[(node, cell)] = value
+        for key, value in (idle_instances or {}).items():
+            for cell in self.instance_cells.get(key, ()):
+                out[(key[0], cell)] = value
         return out
 
 
@@ -135,8 +140,11 @@ def split_mig(s: pd.DataFrame, nodes: dict[str, Node], info: dict, problems: lis
     for key in parents:
         remap[key] = None
     info["mig_unplaced_instances"] = int(instances["first_cell"].isna().sum())
+    placed = instances[instances["first_cell"].notna()]
+    cells_of = {(n, int(g), int(i)): list(range(int(c), int(c) + int(w))) for n, g, i, c, w in
+                zip(placed["node"], placed["gpu_index"], placed["instance_id"], placed["first_cell"], placed["width"])}
     return MigSplit(whole=whole, instances=instances, cells=_cell_values(instances),
-                    pod_cells=_pod_cells(instances), remap=remap)
+                    pod_cells=_pod_cells(instances), remap=remap, instance_cells=cells_of)
 
 
 def _instance_frame(inst: pd.DataFrame, problems: list[str]) -> pd.DataFrame:
