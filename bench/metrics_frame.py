@@ -3,6 +3,7 @@
     python -m bench.metrics_frame                   # 4,000 nodes x 8 GPUs
     python -m bench.metrics_frame --nodes 500 --repeat 5
     python -m bench.metrics_frame --observed        # as the kube source sees it: whole-GPU pods without devices
+    python -m bench.metrics_frame --mig 4           # every 4th node MIG-sliced: per-instance series
 
 The cluster: every node's GPUs 0-5 held whole by 1-GPU pods, GPU 6 shared by three fractional pods
 (0.5 + 0.25 + 0.25), GPU 7 free; every pod has usage. Stages: ``update`` (``ExporterState.update``, the
@@ -10,7 +11,9 @@ exporter's whole tick: values and exposition text; wall and process CPU time), `
 ``render`` (exposition text from those), ``samples`` (a Prometheus instant-vector built from the text -> samples, what the reader
 does with a query result), ``frame`` (build_gpu_frame). Medians over ``--repeat`` runs. With ``--observed`` the
 frame is built on a copy whose whole-GPU pods carry no device index (Kubernetes never says which GPU they
-hold), so every one is joined to its devices through dcgm-exporter's pod labels.
+hold), so every one is joined to its devices through dcgm-exporter's pod labels. With ``--mig N`` every N-th node
+is an A100 sliced into 7 ``1g.10gb`` instances (cells 0-6, one pod each) and one whole GPU (cell 7, free): its
+series are per MIG instance (``GPU_I_PROFILE``/``GPU_I_ID``), as dcgm-exporter prints them.
 """
 
 from __future__ import annotations
@@ -41,6 +44,19 @@ def cluster(nodes: int) -> Snapshot:
     return snap
 
 
+def with_mig(snap: Snapshot, every: int) -> Snapshot:
+    """Every ``every``-th node MIG-sliced (7 x 1g.10gb, one pod each, cell 7 free); ``every`` 0: unchanged."""
+    if every <= 0:
+        return snap
+    jobs = {j.name: j for j in snap.jobs}
+    for node in snap.nodes[::every]:
+        node.mig = {"1g.10gb": 7}
+        jobs[f"job-{node.name}"].tasks = [
+            Task(name=f"{node.name}-m{i}", gpu=1, mig={"1g.10gb": 1}, status="running", node=node.name,
+                 gpu_indices=[i], usage=TaskUsage(5000 + i, 0.3)) for i in range(7)]
+    return snap
+
+
 def observed(snap: Snapshot) -> Snapshot:
     """``snap`` as the kube source sees it: no device index on whole-GPU pods."""
     out = snap.copy()
@@ -50,8 +66,8 @@ def observed(snap: Snapshot) -> Snapshot:
     return out
 
 
-def run(nodes: int, repeat: int, as_observed: bool = False) -> None:
-    snap = cluster(nodes)
+def run(nodes: int, repeat: int, as_observed: bool = False, mig_every: int = 0) -> None:
+    snap = with_mig(cluster(nodes), mig_every)
     seen = observed(snap) if as_observed else snap
     variant = V.EXPORTER_VARIANTS["classic"]
     detected = V.variant_for_exporter(variant)
@@ -88,8 +104,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=4000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--observed", action="store_true", help="whole-GPU pods without device indices")
+    parser.add_argument("--mig", type=int, default=0, metavar="N", help="every N-th node MIG-sliced")
     args = parser.parse_args()
-    run(args.nodes, args.repeat, args.observed)
+    run(args.nodes, args.repeat, args.observed, args.mig)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """GPU memory of pods on MIG instances in the GPUs view's slice table: entitled to their instance's memory (from
 the profile name, ``1g.10gb`` → 10 GiB), using at most that, judged over share against it — never the whole
 80 GB GPU the node reports. Both paths: slices from the snapshot's own usage, and slices from the simulated
-dcgm-exporter's series (exposition parsed back, as the dashboard's metrics reader does).
+dcgm-exporter's series (exposition parsed back, as the dashboard's metrics reader does: per-MIG-instance
+series, ``GPU_I_PROFILE``/``GPU_I_ID``, placed on the instance's cells).
 
 Cluster: ``a100-mig``, an A100 80 GB node of 8 GPU-equivalent cells: 4 × 1g.10gb (cells 0-3), 1 × 3g.40gb
 (cells 4-6), cell 7 a whole GPU.
@@ -72,10 +73,20 @@ def test_1g_pod_is_entitled_to_its_instance_not_the_gpu(slices):
     assert fits["memory_used_mib"] <= fits["memory_share_mib"] and not fits["over_share"]
 
 
-def test_1g_pod_over_its_instance_is_flagged(slices):
-    """11,000 MiB on a 10 GiB instance is over share even though the GPU has 80 GB (the simulated figure; a
-    real instance cannot go over, its pod gets out-of-memory instead)."""
-    assert slices.loc[("serve/over-2", 2), "over_share"]
+def test_1g_pod_over_its_instance_is_flagged():
+    """11,000 MiB on a 10 GiB instance is over share even though the GPU has 80 GB (the snapshot's own usage
+    figure)."""
+    snap = _snap()
+    assert gpu_slices_frame(snap).set_index(["task", "gpu_index"]).loc[("serve/over-2", 2), "over_share"]
+
+
+def test_exporter_reports_an_instance_full_not_over():
+    """Through the simulated dcgm-exporter the same pod reads 10,240 MiB: a real instance cannot hold more than
+    its memory (its pod gets out-of-memory instead), so its series says full, and full is not over share."""
+    snap = _snap()
+    row = gpu_slices_frame(snap, _dcgm_frame(snap)).set_index(["task", "gpu_index"]).loc[("serve/over-2", 2)]
+    assert row["memory_used_mib"] == pytest.approx(10 * GIB)
+    assert not row["over_share"]
 
 
 def test_multi_cell_instance_spreads_its_memory_over_its_cells(slices):
@@ -94,7 +105,8 @@ def test_table_rows_in_gib_within_the_instance():
         assert table.loc[0, "memory_share_gib"] == pytest.approx(10.0)
         assert table.loc[0, "memory_used_gib"] <= 10.0
         gpus = gpu_frame_from_slices(snap, slices, frame)
-        assert gpus["over_share"].sum() == 1                  # only the 1g pod at 11,000 MiB
+        # only the 1g pod at 11,000 MiB, from the snapshot's usage; its instance's series caps it at 10 GiB
+        assert gpus["over_share"].sum() == (1 if frame is None else 0)
 
 
 def test_demo_mig_pool_within_instances():

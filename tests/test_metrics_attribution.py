@@ -169,7 +169,10 @@ def test_sentinel_becomes_missing_and_unknown_hosts_and_mig_are_counted():
     f = build_gpu_frame(snap, samples_from_exposition(text + extra, CLASSIC), info=info)
     assert np.isnan(rows(f, "h100-1", 5).iloc[0].temp_c)
     assert rows(f, "h100-1", 4).iloc[0].temp_c == 30
-    assert info == {"unknown_host_series": 1, "mig_series": 1}
+    assert info["unknown_host_series"] == 1 and info["mig_series"] == 1
+    # h100-1 has no MIG instances in the snapshot: the instance series is skipped, with a warning naming the node
+    assert info["mig_problem_count"] == 1 and "node h100-1" in info["mig_problems"][0]
+    assert info["mig_instances"].empty
     assert rows(f, "h100-1", 0).iloc[0].memory_used_mib == 0  # the MIG series did not leak into GPU 0
 
 

@@ -2,6 +2,7 @@
 
     kaidash exporter --port 9400 --snapshot examples/small-cluster.yaml
     kaidash exporter --port 9400 --seed 7 --nodes 16 --variant 4.9.0
+    kaidash exporter --port 9400 --demo-extensions   # + the demo's MIG pool: per-MIG-instance series
 
 Serves ``/metrics`` in dcgm-exporter's format (see :mod:`scheduler.metrics.exporter`) until interrupted.
 """
@@ -30,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--snapshot", metavar="FILE", help="snapshot file (YAML/JSON) whose tasks' usage to export")
     source.add_argument("--seed", type=int, default=None, help="synthetic scenario seed (default when no snapshot: 0)")
     parser.add_argument("--nodes", type=int, default=8, help="nodes in the synthetic scenario (default 8)")
+    parser.add_argument("--demo-extensions", action="store_true",
+                        help="synthetic scenario: add the demo's topology, MIG and DRA pools (MIG nodes get "
+                             "per-instance series, GPU_I_PROFILE/GPU_I_ID)")
     parser.add_argument("--variant", choices=sorted(V.EXPORTER_VARIANTS), default=V.DEFAULT_EXPORTER_VARIANT,
                         help="dcgm-exporter naming variant to emit (default: classic)")
     parser.add_argument("--per-pod", action="store_true",
@@ -45,7 +49,8 @@ def _load(args: argparse.Namespace):
     except ModuleNotFoundError as exc:
         raise SourceError("synthetic scenarios need scheduler.sources.synthetic, which is not available; "
                           "pass --snapshot FILE") from exc
-    scenario = synthetic.generate_scenario(args.seed if args.seed is not None else 0, args.nodes)
+    scenario = synthetic.generate_scenario(args.seed if args.seed is not None else 0, args.nodes,
+                                           extensions=args.demo_extensions)
     return getattr(scenario, "snapshot", scenario)  # a Scenario carries the t=0 snapshot
 
 
@@ -57,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise SourceError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     gpus = sum(n.gpus for n in snapshot.nodes)
-    print(f"kaidash exporter: {gpus} GPUs on {len(snapshot.nodes)} nodes, variant {args.variant}, "
+    mig = f" ({len(state.instances())} MIG instances)" if state.instances() else ""
+    print(f"kaidash exporter: {gpus} GPUs{mig} on {len(snapshot.nodes)} nodes, variant {args.variant}, "
           f"serving http://{args.host}:{server.port}/metrics", file=sys.stderr, flush=True)
     try:
         server.serve_forever()

@@ -25,6 +25,7 @@ tasks that know their group but not their index are placed on that device.
 
 from __future__ import annotations
 
+import logging
 from typing import Iterable, Optional
 
 import numpy as np
@@ -32,6 +33,7 @@ import pandas as pd
 
 from ..model import Snapshot
 from . import variants as V
+from .dcgm_mig import MAX_PROBLEMS, label_problem, split_mig
 from .gpu_flags import flag_frame, window_max_series
 from .allocation import (
     RESERVATION_NAMESPACE,
@@ -41,10 +43,16 @@ from .allocation import (
     slices,
 )
 
+log = logging.getLogger(__name__)
+
 GpuKey = tuple[str, int]
 
 SAMPLE_COLUMNS = ["host", "gpu_index", "uuid", "model", "field", "value", "pod", "namespace", "container",
                   "pod_uid", "mig"]
+"""Columns every sample frame has; ``mig`` is a MIG instance's ``GPU_I_ID`` ("" for a whole GPU)."""
+
+MIG_PROFILE_COLUMN = "mig_profile"
+"""An optional sample column: the instance's ``GPU_I_PROFILE`` (the parsers add it; absent = no MIG series)."""
 
 FRAME_COLUMNS = [
     "node", "gpu_index", "uuid", "model", "gpu_group", "task", "pod", "namespace", "job", "queue", "status",
@@ -80,10 +88,13 @@ def _name_index(variant: V.DetectedVariant) -> dict[str, tuple[str, float]]:
 def _sample_rows(items: Iterable[tuple[str, dict, float]], variant: V.DetectedVariant) -> pd.DataFrame:
     names = _name_index(variant)
     keys = [variant.label(c) or "\0absent" for c in
-            ("host", "gpu", "uuid", "model", "pod", "namespace", "container", "pod_uid", "mig_instance")]
-    k_host, k_gpu, k_uuid, k_model, k_pod, k_ns, k_cont, k_uid, k_mig = keys
+            ("host", "gpu", "uuid", "model", "pod", "namespace", "container", "pod_uid", "mig_instance",
+             "mig_profile")]
+    k_host, k_gpu, k_uuid, k_model, k_pod, k_ns, k_cont, k_uid, k_mig, k_prof = keys
     rows = []
     append = rows.append
+    problems: list[str] = []
+    n_problems = 0
     for metric, labels, raw in items:
         hit = names.get(metric)
         if hit is None:
@@ -92,14 +103,25 @@ def _sample_rows(items: Iterable[tuple[str, dict, float]], variant: V.DetectedVa
         host = labels.get(k_host, "")
         if not gpu.isdigit() or not host:
             continue
+        mig, prof = labels.get(k_mig, ""), labels.get(k_prof, "")
+        if mig or prof:
+            problem = label_problem(metric, host, gpu, labels, k_mig, k_prof)
+            if problem is not None:
+                n_problems += 1
+                if len(problems) < MAX_PROBLEMS:
+                    problems.append(problem)
+                continue
         append((host, int(gpu), labels.get(k_uuid, ""), labels.get(k_model, ""), hit[0], raw,
                 labels.get(k_pod, ""), labels.get(k_ns, ""), labels.get(k_cont, ""), labels.get(k_uid, ""),
-                labels.get(k_mig, ""), hit[1]))
-    frame = pd.DataFrame(rows, columns=SAMPLE_COLUMNS + ["scale"]).astype(
+                mig, prof, hit[1]))
+    frame = pd.DataFrame(rows, columns=SAMPLE_COLUMNS + [MIG_PROFILE_COLUMN, "scale"]).astype(
         {"gpu_index": "int64", "value": "float64", "scale": "float64"})
     raw = frame["value"].to_numpy()
     frame["value"] = np.where(V.sentinel_mask(raw), np.nan, raw * frame["scale"].to_numpy())
-    return frame.drop(columns=["scale"])
+    frame = frame.drop(columns=["scale"])
+    frame.attrs["label_problems"] = problems          # read by build_gpu_frame (info["mig_problems"])
+    frame.attrs["label_problem_count"] = n_problems
+    return frame
 
 
 def samples_from_vector(result: list[dict], variant: V.DetectedVariant) -> pd.DataFrame:
@@ -180,24 +202,37 @@ def _pod_devices(samples: pd.DataFrame) -> dict[tuple[str, str, str], list[int]]
 def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Optional[dict[GpuKey, float]] = None,
                     *, reservation_groups: Optional[dict[str, str]] = None, idle_util_threshold: float = 0.05,
                     in_use_memory_mib: float = 256.0, over_share_tolerance_mib: float = 0.0,
-                    info: Optional[dict] = None) -> pd.DataFrame:
+                    info: Optional[dict] = None,
+                    idle_instance_util: Optional[dict[tuple[str, int, int], float]] = None) -> pd.DataFrame:
     """The per-GPU frame (:data:`FRAME_COLUMNS`) for ``snapshot`` from DCGM ``samples``.
 
     ``idle_max_util`` maps a GPU to its maximum utilisation over a window the data fully covers (GPUs
-    missing from it are never flagged idle). Flags: ``over_share`` = the slice uses more memory than it was
+    missing from it are never flagged idle); ``idle_instance_util`` the same per MIG instance, keyed
+    ``(node, physical gpu, instance id)``. Flags: ``over_share`` = the slice uses more memory than it was
     allocated (+ tolerance; KAI does not isolate, so neighbours risk OOM); ``idle_allocated`` = the GPU holds
     slices but its utilisation stayed below ``idle_util_threshold`` for the window; ``unallocated_in_use`` =
     no slice, yet memory used above ``in_use_memory_mib`` or utilisation at or above the threshold.
-    ``info``, when given, receives counts of series dropped (unknown hosts, MIG instances).
+    MIG instance series (``GPU_I_ID``/``GPU_I_PROFILE``) fill the cells their instances span on MIG nodes
+    (:mod:`.dcgm_mig`). ``info``, when given, receives counts of series dropped (``unknown_host_series``,
+    ``mig_parent_series``), ``mig_series``, the per-instance usage ``mig_instances``
+    (:data:`~.dcgm_mig.INSTANCE_COLUMNS`) and ``mig_problems`` (messages naming each unusable series).
     """
     inv = gpu_inventory(snapshot, with_uuid=False).rename(columns={"memory_total_mib": "memory_total_mib_snapshot"})
     info = info if info is not None else {}
     s = samples.copy()
+    if MIG_PROFILE_COLUMN not in s.columns:
+        s[MIG_PROFILE_COLUMN] = ""
     host_map = _match_hosts(s["host"].unique(), (n.name for n in snapshot.nodes))
     s["node"] = s["host"].map(host_map)
     info["unknown_host_series"] = int(s["node"].isna().sum())
-    info["mig_series"] = int((s["mig"] != "").sum())
-    s = s[s["node"].notna() & (s["mig"] == "")]
+    problems = list(samples.attrs.get("label_problems", ()))
+    parsed_problems = int(samples.attrs.get("label_problem_count", len(problems)))
+    mig = split_mig(s[s["node"].notna()], snapshot.node_map(), info, problems)
+    info["mig_instances"] = mig.instances
+    info["mig_problem_count"] = parsed_problems + len(problems) - len(samples.attrs.get("label_problems", ()))
+    info["mig_problems"] = problems[:MAX_PROBLEMS]
+    _log_problems(problems)
+    s = mig.whole.copy()
     s["has_pod"] = s["pod"] != ""
     s["is_reservation"] = (s["pod"].str.startswith(RESERVATION_POD_PREFIX)
                            & s["namespace"].isin(["", RESERVATION_NAMESPACE]))  # = allocation.is_reservation_pod
@@ -219,6 +254,9 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
     credited = (credited.assign(dcgm_pod=credited["namespace"] + "/" + credited["pod"])
                 .set_index(["node", "gpu_index"])[["dcgm_pod"]])
     per_gpu = dev.join(ident, how="left").join(credited, how="left").reset_index()  # all keyed by GPU
+    if len(mig.cells):   # MIG instances' cells: the instance's figures, its pod credited
+        per_gpu = pd.concat([per_gpu, mig.cells.assign(has_metrics=True)], ignore_index=True).drop_duplicates(
+            ["node", "gpu_index"], keep="last")
 
     # 2. per-pod values (per-process mode): pod-labelled FB_USED/GPU_UTIL next to an unlabelled series
     unlabelled = s.loc[~s["has_pod"], ["node", "gpu_index", "field"]].drop_duplicates()
@@ -237,7 +275,8 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
 
     # 3. slices: reservation pods resolve devices of fractional tasks that only know their group, the pod
     #    labels dcgm-exporter puts on a device resolve whole-GPU tasks (Kubernetes objects never say which)
-    sl = slices(snapshot, _reservation_group_indices(snapshot, s, reservation_groups), _pod_devices(s))
+    sl = slices(snapshot, _reservation_group_indices(snapshot, s, reservation_groups),
+                {**_pod_devices(s), **mig.pod_cells})
     frame = inv.merge(sl, on=["node", "gpu_index"], how="outer")
     frame = frame.merge(per_gpu, on=["node", "gpu_index"], how="left")
     if per_pod is not None:
@@ -272,11 +311,25 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
                                      default=None)
 
     # 5. flags, with their evidence (gpu_flags)
-    frame = flag_frame(frame, window_max_series(frame, idle_max_util), idle_util_threshold=idle_util_threshold,
+    idle_by_cell = mig.remap_idle(idle_max_util, idle_instance_util)   # keyed by physical GPU and instance
+    frame = flag_frame(frame, window_max_series(frame, idle_by_cell), idle_util_threshold=idle_util_threshold,
                        in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib)
     frame["has_metrics"] = frame["has_metrics"].fillna(False).astype(bool)
     frame = frame.sort_values(["node", "gpu_index", "task"], na_position="first", kind="stable")
     return frame[FRAME_COLUMNS].reset_index(drop=True)
+
+
+_logged_problems: dict[str, None] = {}
+
+
+def _log_problems(problems: list[str]) -> None:
+    """Warn once per distinct problem (a reader re-reads the same bad series every tick)."""
+    for message in problems:
+        if message not in _logged_problems:
+            if len(_logged_problems) > 1000:
+                _logged_problems.clear()
+            _logged_problems[message] = None
+            log.warning("DCGM: %s", message)
 
 
 def gpu_summary(frame: pd.DataFrame) -> pd.DataFrame:

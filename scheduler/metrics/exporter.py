@@ -13,6 +13,12 @@ NVML per-process data (PR #594): ``FB_USED`` and ``GPU_UTIL`` get the unlabelled
 one series per pod with that pod's own value (and ``pod_uid``); every other family is repeated once per pod
 with the whole-GPU value.
 
+MIG nodes (``Node.mig``) are emitted as dcgm-exporter's default ``--devices f`` prints them: a GPU with MIG
+instances has only per-instance series, labelled ``GPU_I_PROFILE``/``GPU_I_ID`` between ``modelName`` and the
+host (``render_metrics.go``) and with the pod holding the instance; the instances sit on physical GPUs as
+:func:`~.mig.mig_layout` packs them, and the node's whole GPUs are numbered after them (values:
+:class:`SimInstance`).
+
 Simulated values per GPU (documented so tests can derive them by hand):
 memory used = sum of the holders' ``usage.gpu_memory_mib`` (per device), capped at total - reserved;
 reserved = min(total, :data:`RESERVED_MIB`); free = total - used - reserved; utilisation =
@@ -24,6 +30,7 @@ temperature = 30 + 40 * utilisation degrees C; XID = 0. ``overrides`` replace an
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,8 +38,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..model import Snapshot, mig_gpu_total
+from ..model import Node, Snapshot, mig_gpu_total
 from . import variants as V
+from .mig import INSTANCE_LABEL, PROFILE_LABEL, mig_layout
 from .allocation import (
     HOLDING_STATUSES,
     RESERVATION_CONTAINER,
@@ -71,8 +79,39 @@ class SimPod:
 
 
 @dataclass
+class SimInstance:
+    """One simulated MIG instance (:func:`~.mig.mig_layout`): its parent GPU, id, profile, cells and pod.
+
+    ``values`` are the instance's own: used = its pod's ``usage.gpu_memory_mib`` capped at the instance's memory
+    (a pod on two instances: its usage split by their memory), free = memory - used, reserved 0, graphics-engine
+    activity = min(1, the pod's ``gpu_util``), DRAM activity = half of it. No ``GPU_UTIL`` (NVML reports no
+    utilisation for MIG instances) and no power, temperature or XID (device fields: the simulation leaves them
+    to the parent GPU, which dcgm-exporter's default ``--devices f`` does not print on a MIG GPU).
+    """
+
+    node: str
+    gpu: int
+    uuid: str
+    model_name: str
+    instance_id: int
+    profile: str
+    memory_mib: float
+    first_cell: int
+    width: int
+    pod: Optional[SimPod] = None
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class SimGpu:
-    """One simulated GPU: identity, canonical values, the pod it is credited to, and its sharing pods."""
+    """One simulated GPU-equivalent cell of the snapshot: identity, canonical values, the pod it is credited to,
+    and its sharing pods.
+
+    ``gpu_label`` is the physical GPU index the exposition labels it with (the cell index except on MIG
+    nodes, :func:`~.mig.mig_layout`); ``mig`` is the MIG instance covering the cell, whose series replace the
+    cell's own in the exposition. ``values``/``credited`` stay the per-cell view (a MIG pod's usage spread over
+    its cells), which :func:`simulated_samples` does not use for MIG cells.
+    """
 
     node: str
     index: int
@@ -82,6 +121,12 @@ class SimGpu:
     values: dict[str, float]
     credited: Optional[SimPod] = None
     sharers: list[SimPod] = field(default_factory=list)
+    gpu_label: Optional[int] = field(default=None, repr=False)
+    mig: Optional[SimInstance] = field(default=None, repr=False)
+
+    @property
+    def label_index(self) -> int:
+        return self.index if self.gpu_label is None else self.gpu_label
 
 
 def _power_range(model: Optional[str]) -> tuple[float, float]:
@@ -167,6 +212,12 @@ class SimFrame:
             V.FB_TOTAL: total, V.GPU_UTIL: util, V.GR_ENGINE_ACTIVE: util, V.DRAM_ACTIVE: util / 2,
             V.POWER: idle_w + util * (max_w - idle_w), V.TEMP: 30 + 40 * util, V.XID: np.zeros(n_gpus)}
         self.idle_w, self.max_w = idle_w, max_w
+        self.gpu_label = list(self.index)
+        self.instance_of: dict[int, SimInstance] = {}
+        self.instances: list[SimInstance] = []
+        mig_nodes = [(first[k], n) for k, n in enumerate(nodes) if n.mig]
+        if mig_nodes:
+            self._place_instances(snapshot, mig_nodes)
         self.overridden: dict[int, dict[str, float]] = {}
         if overrides:
             for row in range(n_gpus):
@@ -175,6 +226,27 @@ class SimFrame:
                     values = self.values(row)
                     values.update(extra)
                     self.overridden[row] = values
+
+    def _place_instances(self, snapshot: Snapshot, mig_nodes: list[tuple[int, Node]]) -> None:
+        """MIG nodes' instances (:func:`~.mig.mig_layout`), their pods, and the physical GPU index of each cell."""
+        tasks = _mig_tasks(snapshot, {n.name for _, n in mig_nodes})
+        for a, node in mig_nodes:
+            slots, whole = mig_layout(node)
+            for cell, physical in whole.items():
+                if cell < node.gpus:
+                    self.gpu_label[a + cell] = physical
+            instances = []
+            for slot in slots:
+                if slot.first_cell + slot.width > node.gpus:
+                    break
+                inst = SimInstance(node.name, slot.gpu, _gpu_uuid(node.name, slot.gpu), self.model_name[a],
+                                   slot.instance_id, slot.profile, slot.memory_mib, slot.first_cell, slot.width)
+                instances.append(inst)
+                for c in range(slot.first_cell, slot.first_cell + slot.width):
+                    self.gpu_label[a + c] = slot.gpu
+                    self.instance_of[a + c] = inst
+            _assign_instances(instances, tasks.get(node.name, []))
+            self.instances.extend(instances)
 
     def values(self, row: int) -> dict[str, float]:
         """The per-GPU values dict, exactly as the per-GPU rules build it (a GPU without holders has the
@@ -193,7 +265,7 @@ class SimFrame:
                 V.POWER: idle_w + util * (max_w - idle_w), V.TEMP: 30 + 40 * util, V.XID: 0.0}
 
     def uuid(self, row: int) -> str:
-        return _gpu_uuid(self.node[row], self.index[row])
+        return _gpu_uuid(self.node[row], self.gpu_label[row])
 
     def sharers(self, row: int) -> list[SimPod]:
         return [SimPod(namespace=h.namespace, pod=h.pod, container=WORKLOAD_CONTAINER,
@@ -218,8 +290,9 @@ class SimFrame:
         for row in range(self.n):
             sharers = self.sharers(row)
             out.append(SimGpu(node=self.node[row], index=self.index[row], uuid=self.uuid(row),
-                              model_name=self.model_name[row], pci_bus_id=_pci_bus_id(self.index[row]),
-                              values=self.values(row), credited=self.credited(row, sharers), sharers=sharers))
+                              model_name=self.model_name[row], pci_bus_id=_pci_bus_id(self.gpu_label[row]),
+                              values=self.values(row), credited=self.credited(row, sharers), sharers=sharers,
+                              gpu_label=self.gpu_label[row], mig=self.instance_of.get(row)))
         return out
 
 
@@ -249,6 +322,48 @@ def _holders(snapshot: Snapshot):
             else:
                 index = -1
             yield task.node, index, _Holder(task.name, namespace, pod, fractional, group, fb, util)
+
+
+def _mig_tasks(snapshot: Snapshot, node_names: set[str]) -> dict[str, list[tuple[str, str, object]]]:
+    """``node -> [(namespace, pod, task)]`` of the MIG pods holding instances on ``node_names``, in task order."""
+    out: dict[str, list] = {}
+    for job, task in snapshot.iter_tasks():
+        if task.mig and task.node in node_names and task.status in HOLDING_STATUSES:
+            out.setdefault(task.node, []).append((*task_pod(job, task), task))
+    return out
+
+
+def _assign_instances(instances: list[SimInstance], tasks: list[tuple[str, str, object]]) -> None:
+    """Give each MIG pod the instances it asked for (``Task.mig``): first the ones starting at a cell it records
+    (``gpu_indices``), then any free one of the profile; then set every instance's values (:class:`SimInstance`)."""
+    free = list(instances)
+    mine: dict[int, list[SimInstance]] = {}
+    for recorded_only in (True, False):
+        for k, (_, _, task) in enumerate(tasks):
+            have = mine.setdefault(k, [])
+            missing = Counter(task.mig) - Counter(i.profile for i in have)
+            for profile in missing.elements():
+                pick = next((i for i in free if i.profile == profile
+                             and (not recorded_only or i.first_cell in task.gpu_indices)), None)
+                if pick is not None:
+                    free.remove(pick)
+                    have.append(pick)
+    for k, (namespace, pod, task) in enumerate(tasks):
+        total = sum(i.memory_mib for i in mine[k]) or 1.0
+        u = task.usage
+        used, util = (u.gpu_memory_mib, u.gpu_util) if u else (0.0, 0.0)
+        for inst in mine[k]:
+            inst.pod = SimPod(namespace, pod, WORKLOAD_CONTAINER, uid=_pod_uid(namespace, pod))
+            inst.values = _instance_values(inst.memory_mib, used * inst.memory_mib / total, util)
+    for inst in free:
+        inst.values = _instance_values(inst.memory_mib, 0.0, 0.0)
+
+
+def _instance_values(memory_mib: float, fb_used_mib: float, util: float) -> dict[str, float]:
+    used = min(float(fb_used_mib), memory_mib)
+    active = min(1.0, float(util))
+    return {V.FB_USED: used, V.FB_RESERVED: 0.0, V.FB_FREE: memory_mib - used, V.FB_TOTAL: memory_mib,
+            V.GR_ENGINE_ACTIVE: active, V.DRAM_ACTIVE: active / 2}
 
 
 def simulate_gpus(snapshot: Snapshot, overrides: Optional[dict[GpuKey, dict[str, float]]] = None) -> list[SimGpu]:
@@ -305,10 +420,26 @@ def _attribute_text_cached(variant, namespace, pod, container, uid, vgpu, with_u
 
 @lru_cache(maxsize=1 << 17)
 def _fixed_labels(variant: V.ExporterVariant, driver_version: str, node: str, index: int, uuid: str,
-                  model_name: str) -> str:
-    return (f'gpu="{index}",{variant.uuid_label}="{uuid}",pci_bus_id="{_pci_bus_id(index)}",'
-            f'device="nvidia{index}",modelName="{_escape(model_name)}",'
+                  model_name: str, instance: Optional[tuple[str, int]] = None, pci_bus_id: Optional[str] = None) -> str:
+    """The labels before the pod's: a GPU's, and ``GPU_I_PROFILE``/``GPU_I_ID`` for a MIG instance
+    (``instance = (profile, id)``) between ``modelName`` and the host, as dcgm-exporter's template orders them."""
+    mig = f'{PROFILE_LABEL}="{_escape(instance[0])}",{INSTANCE_LABEL}="{instance[1]}",' if instance else ""
+    return (f'gpu="{index}",{variant.uuid_label}="{uuid}",pci_bus_id="{pci_bus_id or _pci_bus_id(index)}",'
+            f'device="nvidia{index}",modelName="{_escape(model_name)}",{mig}'
             f'{variant.host_label}="{_escape(node)}",{variant.driver_label}="{driver_version}"')
+
+
+def _instance_line(spec: V.MetricSpec, canonical: str, inst: SimInstance, variant: V.ExporterVariant,
+                   driver_version: str) -> Optional[str]:
+    """A MIG instance's series of one family (None for a field the instance does not report)."""
+    value = inst.values.get(canonical)
+    if value is None:
+        return None
+    labels = _fixed_labels(variant, driver_version, inst.node, inst.gpu, inst.uuid, inst.model_name,
+                           (inst.profile, inst.instance_id))
+    if inst.pod is not None:
+        labels += "," + _attribute_text(variant, inst.pod, False)
+    return f"{spec.name}{{{labels}}} {_format_value(value, spec)}"
 
 
 def render_exposition(gpus: "list[SimGpu] | SimFrame", variant: V.ExporterVariant | str = V.DEFAULT_EXPORTER_VARIANT,
@@ -325,14 +456,17 @@ def render_exposition(gpus: "list[SimGpu] | SimFrame", variant: V.ExporterVarian
         lines.append(f"# HELP {spec.name} {spec.help}")
         lines.append(f"# TYPE {spec.name} {spec.type}")
         for gpu in gpus:
+            if gpu.mig is not None:  # a MIG cell: its instance's series, once, at the instance's first cell
+                line = _instance_line(spec, canonical, gpu.mig, variant, driver_version) \
+                    if gpu.index == gpu.mig.first_cell else None
+                if line is not None:
+                    lines.append(line)
+                continue
             value = gpu.values.get(canonical)
             if value is None:  # current exporters skip a field DCGM has no value for
                 continue
-            fixed = _fixed_labels(variant, driver_version, gpu.node, gpu.index, gpu.uuid, gpu.model_name) \
-                if gpu.pci_bus_id == _pci_bus_id(gpu.index) else \
-                (f'gpu="{gpu.index}",{variant.uuid_label}="{gpu.uuid}",pci_bus_id="{gpu.pci_bus_id}",'
-                 f'device="nvidia{gpu.index}",modelName="{_escape(gpu.model_name)}",'
-                 f'{variant.host_label}="{_escape(gpu.node)}",{variant.driver_label}="{driver_version}"')
+            fixed = _fixed_labels(variant, driver_version, gpu.node, gpu.label_index, gpu.uuid, gpu.model_name,
+                                  None, gpu.pci_bus_id)
             text = _format_value(value, spec)
             if per_pod and gpu.sharers:
                 per_process = canonical in V.PER_POD_FIELDS
@@ -356,7 +490,7 @@ def _render_frame(frame: SimFrame, variant: V.ExporterVariant, per_pod: bool, dr
     """:func:`render_exposition` straight from the columns: the label text of each GPU is built once per
     render (and cached across ticks), values are formatted a column at a time."""
     families = sorted(((f, s) for f, s in variant.metrics.items() if s.default), key=lambda fs: fs[1].field_id)
-    fixed = [_fixed_labels(variant, driver_version, frame.node[r], frame.index[r], frame.uuid(r),
+    fixed = [_fixed_labels(variant, driver_version, frame.node[r], frame.gpu_label[r], frame.uuid(r),
                            frame.model_name[r]) for r in range(frame.n)]
     # exclusive-mode label per GPU: fixed labels plus the credited pod's attributes
     labels = list(fixed)
@@ -384,6 +518,19 @@ def _render_frame(frame: SimFrame, variant: V.ExporterVariant, per_pod: bool, dr
         for row, values in overridden.items():
             value = values.get(canonical)
             texts[row] = None if value is None else _format_value(value, spec)
+        instance_lines = {row: (_instance_line(spec, canonical, inst, variant, driver_version)
+                                if frame.index[row] == inst.first_cell else None)
+                          for row, inst in frame.instance_of.items()}
+        if instance_lines:  # MIG cells: their instance's series in place of their own (few nodes: a plain loop)
+            for row in instance_lines:
+                texts[row] = None
+            if not per_pod:
+                prefix = name + "{"
+                for row, (label, text) in enumerate(zip(labels, texts)):
+                    line = instance_lines.get(row) if text is None else f"{prefix}{label}}} {text}"
+                    if line is not None:
+                        lines.append(line)
+                continue
         if not per_pod:
             prefix = name + "{"
             lines.extend([f"{prefix}{label}}} {text}" for label, text in zip(labels, texts) if text is not None])
@@ -392,6 +539,8 @@ def _render_frame(frame: SimFrame, variant: V.ExporterVariant, per_pod: bool, dr
         for row in range(frame.n):
             text = texts[row]
             if text is None:
+                if instance_lines.get(row) is not None:
+                    lines.append(instance_lines[row])
                 continue
             attrs = sharer_attrs.get(row)
             if not attrs:
@@ -412,20 +561,27 @@ def simulated_samples(gpus: list[SimGpu]):
     """DCGM samples (:data:`~.dcgm.SAMPLE_COLUMNS`, canonical units) straight from simulated GPUs.
 
     What :func:`~.dcgm.samples_from_exposition` gives for this exporter's exclusive-mode exposition (every
-    field, including ``fb_total_mib``), without rendering and parsing ten series per GPU on every tick.
+    field, including ``fb_total_mib``; MIG cells as their instances' series), without rendering and parsing ten
+    series per GPU on every tick.
     """
     import pandas as pd
 
-    from .dcgm import SAMPLE_COLUMNS
+    from .dcgm import MIG_PROFILE_COLUMN, SAMPLE_COLUMNS
 
     rows = []
     for g in gpus:
-        pod = g.credited
+        if g.mig is not None and g.index != g.mig.first_cell:
+            continue
+        inst = g.mig
+        pod = inst.pod if inst is not None else g.credited
         ns, name, container = (pod.namespace, pod.pod, pod.container) if pod else ("", "", "")
-        for field_name, value in g.values.items():
+        index, uuid, values = (inst.gpu, inst.uuid, inst.values) if inst else (g.label_index, g.uuid, g.values)
+        mig, profile = (str(inst.instance_id), inst.profile) if inst else ("", "")
+        for field_name, value in values.items():
             v = np.nan if value is None or V.is_sentinel(value) else float(value)
-            rows.append((g.node, g.index, g.uuid, g.model_name, field_name, v, name, ns, container, "", ""))
-    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS).astype({"gpu_index": "int64", "value": "float64"})
+            rows.append((g.node, index, uuid, g.model_name, field_name, v, name, ns, container, "", mig, profile))
+    return pd.DataFrame(rows, columns=SAMPLE_COLUMNS + [MIG_PROFILE_COLUMN]).astype(
+        {"gpu_index": "int64", "value": "float64"})
 
 
 # ------------------------------------------------------------------------------------------ live state + server
@@ -470,6 +626,11 @@ class ExporterState:
             if self._gpus is None:
                 self._gpus = self._frame.gpus() if self._frame is not None else []
             return list(self._gpus)
+
+    def instances(self) -> list[SimInstance]:
+        """The MIG instances of the last update (:class:`SimInstance`, their pods and values)."""
+        with self._lock:
+            return list(self._frame.instances) if self._frame is not None else []
 
     def render(self) -> str:
         """The current ``/metrics`` body."""

@@ -7,7 +7,8 @@ for utilisation over the idle window in one range query, and hands the samples t
 while backing off the reader answers at once from its last good frame. :meth:`DcgmReader.frame` never raises:
 it returns ``(frame, ReaderStatus)`` where the status says ``ok``, ``no_data`` (Prometheus answered but holds
 no DCGM series), ``stale`` (failed; the last good frame and its age) or ``error`` (failed and nothing good yet;
-an empty frame).
+an empty frame). ``status.info["mig_instances"]`` is the per-MIG-instance usage of a fresh read
+(:data:`~.dcgm_mig.INSTANCE_COLUMNS`), ``status.info["mig_problems"]`` what was wrong with MIG series.
 """
 
 from __future__ import annotations
@@ -140,29 +141,48 @@ class DcgmReader:
         host, gpu = variant.label("host"), variant.label("gpu")
         if not host or not gpu:
             return {}
-        start, end = now - self.idle_window_s, now
-        out: dict[GpuKey, float] = {}
         for field_name in (V.GPU_UTIL, V.GR_ENGINE_ACTIVE):
             spec = variant.metrics[field_name]
-            query = f'max by ({host}, {gpu}) ({spec.name}{{{self.selector.lstrip(",")}}})'
-            try:
-                result = self._prom.custom_query_range(query, start_time=_utc(start), end_time=_utc(end),
-                                                       step=f"{self.idle_step_s:g}s")
-            except (requests.RequestException, PrometheusApiClientException, ValueError, KeyError) as exc:
-                raise SourceError(f"prometheus {self.url}: idle-window range query failed: {exc}") from exc
-            if not result:
+            out = self._window_max(f'max by ({host}, {gpu}) ({spec.name}{{{self.selector.lstrip(",")}}})',
+                                   (host, gpu), spec.scale, snapshot, now)
+            if out is not None:
+                return out
+        return {}
+
+    def _idle_instances(self, variant: V.DetectedVariant, snapshot: Snapshot,
+                        now: float) -> dict[tuple[str, int, int], float]:
+        """Max graphics-engine activity per MIG instance over the window (NVML gives instances no GPU_UTIL)."""
+        host, gpu, inst = variant.label("host"), variant.label("gpu"), variant.label("mig_instance")
+        if not host or not gpu or not inst:
+            return {}
+        spec = variant.metrics[V.GR_ENGINE_ACTIVE]
+        query = f'max by ({host}, {gpu}, {inst}) ({spec.name}{{{inst}!=""{self.selector}}})'
+        return self._window_max(query, (host, gpu, inst), spec.scale, snapshot, now) or {}
+
+    def _window_max(self, query: str, labels: tuple[str, ...], scale: float, snapshot: Snapshot,
+                    now: float) -> Optional[dict]:
+        """``(node, int(label), ...) -> max`` over the idle window of a range query grouped by ``labels`` (host
+        first), for series whose data covers the whole window; None when the query returned nothing."""
+        start, end = now - self.idle_window_s, now
+        try:
+            result = self._prom.custom_query_range(query, start_time=_utc(start), end_time=_utc(end),
+                                                   step=f"{self.idle_step_s:g}s")
+        except (requests.RequestException, PrometheusApiClientException, ValueError, KeyError) as exc:
+            raise SourceError(f"prometheus {self.url}: idle-window range query failed: {exc}") from exc
+        if not result:
+            return None
+        host = labels[0]
+        host_map = _match_hosts({r["metric"].get(host, "") for r in result}, (n.name for n in snapshot.nodes))
+        out: dict = {}
+        for r in result:
+            node = host_map.get(r["metric"].get(host, ""))
+            ids = [r["metric"].get(label, "") for label in labels[1:]]
+            values = [(float(t), float(v)) for t, v in r.get("values", []) if not V.is_sentinel(float(v))]
+            if node is None or not all(i.isdigit() for i in ids) or not values:
                 continue
-            host_map = _match_hosts({r["metric"].get(host, "") for r in result}, (n.name for n in snapshot.nodes))
-            for r in result:
-                node = host_map.get(r["metric"].get(host, ""))
-                index = r["metric"].get(gpu, "")
-                values = [(float(t), float(v)) for t, v in r.get("values", []) if not V.is_sentinel(float(v))]
-                if node is None or not index.isdigit() or not values:
-                    continue
-                if values[0][0] > start + self.idle_step_s + 1e-6:  # data does not cover the window
-                    continue
-                out[(node, int(index))] = max(v for _, v in values) * spec.scale
-            return out
+            if values[0][0] > start + self.idle_step_s + 1e-6:  # data does not cover the window
+                continue
+            out[(node, *map(int, ids))] = max(v for _, v in values) * scale
         return out
 
     # -------------------------------------------------------------------------------------- frame
@@ -173,15 +193,21 @@ class DcgmReader:
         if samples.empty and self._fixed_variant is None:
             self._variant = None  # maybe the exporter was upgraded: probe again next time
         idle = self._idle_window(variant, snapshot, now) if not samples.empty else {}
+        has_mig = bool(len(samples)) and bool((samples["mig"] != "").any())
+        idle_instances = self._idle_instances(variant, snapshot, now) if has_mig else {}
         info: dict = {}
         frame = build_gpu_frame(snapshot, samples, idle, reservation_groups=reservation_groups, info=info,
-                                **self.frame_kw)
+                                idle_instance_util=idle_instances, **self.frame_kw)
         info["series"] = int(len(samples))
         state, message = OK, f"{len(samples)} DCGM series, variant {variant.describe()}"
         if samples.empty:
             state, message = NO_DATA, f"prometheus {self.url} has no DCGM series matching {self._match()}"
         elif info.get("unknown_host_series"):
             message += f"; {info['unknown_host_series']} series on hosts not in the snapshot"
+        if len(info.get("mig_instances", ())):
+            message += f"; {len(info['mig_instances'])} MIG instances"
+        if info.get("mig_problem_count"):
+            message += f"; {info['mig_problem_count']} MIG series problems, first: {info['mig_problems'][0]}"
         return frame, ReaderStatus(state=state, message=message, age_s=0.0, last_success=now,
                                    variant=variant.profile, info=info)
 

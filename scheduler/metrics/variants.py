@@ -128,7 +128,9 @@ LABEL_ALIASES: dict[str, tuple[str, ...]] = {
     "container": ("exported_container", "container_name", "container"),
     "pod_uid": ("exported_pod_uid", "pod_uid"),
     "vgpu": ("exported_vgpu", "vgpu"),
+    # a MIG GPU instance's series (scheduler/metrics/mig.py): both labels or neither
     "mig_instance": ("GPU_I_ID",),
+    "mig_profile": ("GPU_I_PROFILE",),
     "driver": ("DCGM_FI_DRIVER_VERSION", "DCGM_FI_SYSTEM_DRIVER_VERSION"),
 }
 """Canonical label -> the names it appears under, in precedence order."""
@@ -240,7 +242,7 @@ def detect_variant(metric_names: Iterable[str], label_names: Iterable[str]) -> D
             best, best_hits = profile, hits
     labels = {}
     for canonical, aliases in LABEL_ALIASES.items():
-        # a label with a single name (gpu, modelName, GPU_I_ID) keeps it even when no series has it yet
+        # a label with a single name (gpu, modelName, GPU_I_ID, GPU_I_PROFILE) keeps it even when no series has it yet
         labels[canonical] = next((a for a in aliases if a in present), aliases[0] if len(aliases) == 1 else None)
     return DetectedVariant(profile=best, labels=labels)
 
