@@ -122,11 +122,11 @@ def test_table_reads_one_row_per_instance_with_its_whole_memory():
         rows = slice_rows(gpu_slices_frame(snap, frame), "a100-mig").set_index("task")
         assert sorted(rows.index) == ["serve/big-0", "serve/fits-0", "serve/fits-1", "serve/over-2"]
         big = rows.loc["serve/big-0"]
-        assert big["mig"] == "3g.40gb · cells 4–6" and big["gpu_index"] == 4 and big["cells"] == [4, 5, 6]
+        assert big["mig"] == "3g.40gb" and big["gpu_index"] == 4 and big["cells"] == [4, 5, 6]
         assert big["memory_share_gib"] == pytest.approx(40.0)
         assert big["memory_used_gib"] == pytest.approx(30000 / GIB, abs=0.01)
         assert big["share"] == pytest.approx(3.0) and not big["over_share"]
-        assert rows.loc["serve/fits-0", "mig"] == "1g.10gb · cell 0"
+        assert rows.loc["serve/fits-0", "mig"] == "1g.10gb"
         assert rows.loc["serve/fits-0", "memory_share_gib"] == pytest.approx(10.0)
         assert rows.loc["serve/over-2", "over_share"]
         assert rows["key"].is_unique and rows.loc["serve/big-0", "key"] == "a100-mig/4/serve/big-0"
@@ -149,7 +149,8 @@ def test_a_pod_on_two_instances_has_a_row_for_each():
     snap = snapshot_from_dict(TWO_INSTANCES)
     rows = slice_rows(gpu_slices_frame(snap), "mig-a")
     assert list(rows["key"]) == ["mig-a/0/serve/pair-0", "mig-a/1/serve/pair-0", "mig-a/2/serve/mid-0"]
-    assert list(rows["mig"]) == ["1g.10gb · cell 0", "1g.10gb · cell 1", "2g.20gb · cells 2–3"]
+    assert list(rows["mig"]) == ["1g.10gb", "1g.10gb", "2g.20gb"]
+    assert list(rows["cells"]) == [[0], [1], [2, 3]]
     assert list(rows["memory_share_gib"]) == pytest.approx([10.0, 10.0, 20.0])
     assert rows["memory_used_gib"].sum() == pytest.approx((15000 + 12000) / GIB, abs=0.02)
 

@@ -99,9 +99,10 @@ def test_a_picked_slice_row_outlines_its_gpu_and_a_clicked_mig_instance_its_cell
         _select(page, "Node pool", "a100-mig")
         page.get_by_text("4 node(s) match").wait_for(timeout=60_000)
         page.get_by_label("Node", exact=True).select_option("a100-mig-001")
-        row = rows.filter(has_text="3g.40gb · cells 3–5")
+        row = rows.filter(has_text="inference-serve-mig-07")
         row.wait_for(timeout=60_000)
         assert rows.filter(has_text="3g.40gb").count() == 2                         # two instances, not six cells
+        assert "3g.40gb" in row.inner_text() and "40" in row.inner_text().split()
         row.click()
         page.wait_for_function(f"() => JSON.stringify(({PICKED_JS})()) == "
                                "'[[\"a100-mig-001\",3],[\"a100-mig-001\",4],[\"a100-mig-001\",5]]'", timeout=30_000)

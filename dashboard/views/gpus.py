@@ -261,8 +261,8 @@ the memory columns is their tooltip."""
 SLICE_TOOLTIPS = {"job_pod": "the job; for a job with several pods also the pod (\"· pod 3\": the job's pod named "
                              "<job>-3); a pod not named after its job by its whole name",
                   "gpu_index": "the GPU's index on the node; ? when no evidence says which GPU the pod holds",
-                  "mig": "the MIG instance (profile) and the grid cells (GPU-equivalents, as KAI counts them) it "
-                         "spans; its memory is the instance's",
+                  "mig": "the MIG instance's profile: it spans G grid cells (GPU-equivalents, as KAI counts them; "
+                         "3g.40gb: 3) from the GPU column's; its memory is the instance's (40 GiB)",
                   "share": "the pod's share of the GPU (1 = whole); for a MIG instance the GPU-equivalents KAI "
                            "counts it as (3g.40gb: 3)",
                   "memory_share_gib": ("GPU memory the pod's share entitles it to (GiB): share × the GPU's memory; "
@@ -274,7 +274,7 @@ SLICE_TOOLTIPS = {"job_pod": "the job; for a job with several pods also the pod 
                   "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
                                    "KAI's reservation pod)",
                   "dra": "the pod's DRA ResourceClaims"}
-SLICE_WIDTHS = {"gpu_index": 62, "mig": 112, "queue": 104, "status": 80, "share": 76, "memory_share_gib": 96,
+SLICE_WIDTHS = {"gpu_index": 62, "mig": 84, "queue": 104, "status": 80, "share": 76, "memory_share_gib": 96,
                 "memory_used_gib": 96, "gpu_util": 68, "over_share": 76, "device_source": 96}
 """Fixed widths of the slice table's short columns: "job / pod" takes the rest and wraps, so every column of
 the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
@@ -284,8 +284,8 @@ DRA columns at 1280 and 1440 px)."""
 def slice_rows(slices: pd.DataFrame, node: str) -> pd.DataFrame:
     """The slice table's rows for ``node`` (none for ``""``): one per pod and GPU, and one per MIG instance with
     its cells together (a 3g.40gb reads as one instance of 40 GiB, not three cells of 13.33), memory in GiB as
-    the table shows it, ``cells`` (the GPU indices a row covers, for highlighting them in the grid), ``mig`` (the
-    instance's profile and cells) and ``key`` (:func:`slice_keys`)."""
+    the table shows it, ``cells`` (the GPU indices a row covers, for outlining them in the grid), ``mig`` (the
+    instance's profile) and ``key`` (:func:`slice_keys`)."""
     rows = slices[slices["node"] == node] if node and len(slices) else slices.iloc[0:0]
     rows = mig_instance_rows(rows)
     rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
@@ -294,20 +294,12 @@ def slice_rows(slices: pd.DataFrame, node: str) -> pd.DataFrame:
     return rows
 
 
-def _mig_text(profile: str, cells: list[int]) -> str:
-    if not profile:
-        return ""
-    known = [c for c in cells if c >= 0]
-    if not known:
-        return f"{profile} · cells ?"
-    return f"{profile} · cell {known[0]}" if len(known) == 1 else f"{profile} · cells {known[0]}–{known[-1]}"
-
-
 def mig_instance_rows(slices: pd.DataFrame) -> pd.DataFrame:
     """Slices (:data:`dashboard.frames.SLICE_COLUMNS`) with the cells of each MIG instance merged into one row:
     share, memory share and memory used summed over its cells, utilisation their mean, over share if any cell
     is; its ``gpu_index`` is its first cell (-1 when no evidence gives its devices). Other slices stay as they
-    are. Adds ``cells`` and ``mig``."""
+    are. Adds ``cells`` and ``mig`` (the instance's profile; the table's GPU column gives its first cell: a
+    "cells 4–6" beside it wrapped to two lines at 1280 px)."""
     rows = slices.reset_index(drop=True)
     mig = (rows["mig_instance"] >= 0).to_numpy() if "mig_instance" in rows else np.zeros(len(rows), bool)
     if not mig.any():
@@ -322,7 +314,7 @@ def mig_instance_rows(slices: pd.DataFrame) -> pd.DataFrame:
     out["memory_used_mib"] = grouped["memory_used_mib"].sum(min_count=1)
     out["gpu_util"] = grouped["gpu_util"].mean()
     out["over_share"] = grouped["over_share"].any()
-    out["mig"] = [_mig_text(p, c) for p, c in zip(out["mig_profile"], out["cells"])]
+    out["mig"] = out["mig_profile"]
     return out.reset_index(drop=True)
 
 
@@ -351,7 +343,7 @@ def gpu_index_cell() -> HTMLTemplateFormatter:
 
 
 SLICE_WRAP_CSS = "".join(f'.tabulator-cell[tabulator-field="{c}"] {{overflow-wrap: anywhere; text-overflow: clip;}}\n'
-                         for c in ("job_pod", "mig", "dra"))
+                         for c in ("job_pod", "dra"))
 
 
 def job_pod_label(pod: str, job: str, pods_of_job: int) -> str:
@@ -453,7 +445,7 @@ class GpusView(View):
                                 formatters={**number_formatters(["share", "memory_share_gib", "memory_used_gib"], 2),
                                             **percent_formatters(["gpu_util"]),
                                             "over_share": over_share_cell(), "gpu_index": gpu_index_cell(),
-                                            **{c: {"type": "textarea"} for c in ("job_pod", "mig", "dra")}},
+                                            **{c: {"type": "textarea"} for c in ("job_pod", "dra")}},
                                 header_tooltips=SLICE_TOOLTIPS, layout="fit_columns", widths=SLICE_WIDTHS,
                                 stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["mig", "dra"],
                                 selectable=1, name="node-slices", empty="No pod holds a GPU on this node")
