@@ -12,6 +12,8 @@ from dashboard.models import Selection
 from scheduler.snapshot_io import loads_snapshot
 from scheduler.sources.synthetic import generate_scenario
 
+from test_dashboard_views import TWO_POOLS
+
 pn = pytest.importorskip("panel")
 
 from dashboard.app import configure_panel  # noqa: E402
@@ -134,3 +136,18 @@ def test_keys_tell_apart_a_pods_devices_no_evidence_gives():
         "memory_share_mib": [1024.0] * 3, "memory_used_mib": [0.0] * 3, "mig_profile": [""] * 3,
         "mig_instance": [-1] * 3}), "n0")
     assert list(rows["key"]) == ["n0/?/a-0", "n0/?/a-0#2", "n0/2/b-0"]
+
+
+
+
+def test_a_picked_gpu_stays_itself_when_a_filter_moves_the_grid():
+    """The pink outline follows the GPU, not its position in the grid's data: i0's GPU 1 is the 4th device with
+    both pools shown and the 2nd with only its pool; the index picked before would outline nothing or another
+    GPU."""
+    view = GpusView(state_from_snapshot(loads_snapshot(TWO_POOLS), simulated_metrics=False), Selection(node="i0"))
+    view.node_table.selection = [0]
+    assert _picked_gpus(view) == [("i0", 1)] and view.sources["devices"].selected.indices == [3]
+    view.pool.value = "infer"
+    assert _picked_gpus(view) == [("i0", 1)] and view.sources["devices"].selected.indices == [1]
+    view.pool.value = ""
+    assert _picked_gpus(view) == [("i0", 1)]

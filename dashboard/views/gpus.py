@@ -578,6 +578,12 @@ class GpusView(View):
         idx = [i for i, (n, g) in enumerate(zip(data["node"], data["gpu"])) if (n, int(g)) in want]
         self._link(lambda: setattr(self.sources["devices"].selected, "indices", idx))
 
+    def _picked_gpus(self) -> set[tuple[str, int]]:
+        """``(node, GPU)`` of the devices picked in the grid now."""
+        data = self.sources["devices"].data
+        nodes, gpus = data.get("node", []), data.get("gpu", [])
+        return {(str(nodes[i]), int(gpus[i])) for i in self.sources["devices"].selected.indices if i < len(nodes)}
+
     def _link(self, change) -> None:
         """Make a selection ``change`` without its watcher answering back. Unlocked: a table's selection event
         arrives outside the document's lock, where changing a Bokeh model directly raised ("_pending_writes
@@ -630,8 +636,14 @@ class GpusView(View):
             self.fig.x_range.update(start=xr[0], end=xr[1])
             self.fig.y_range.update(start=yr[0], end=yr[1])
             self.plot.height = height + 10
+        picked = self._picked_gpus()
         for name, data in layers.items():
             assign_columns(self.sources[name], data)
+        if picked:      # the picked GPUs where the new layout draws them (an index would now be another GPU's)
+            idx = [i for i, c in enumerate(zip(layers["devices"]["node"], layers["devices"]["gpu"]))
+                   if (str(c[0]), int(c[1])) in picked]
+            if idx != list(self.sources["devices"].selected.indices):
+                self._link(lambda: setattr(self.sources["devices"].selected, "indices", idx))
         if list(self.node_select.options) != [""] + list(nodes):
             self.node_select.options = [""] + list(nodes)
         all_g = m.gpus()
