@@ -151,3 +151,60 @@ def test_a_picked_gpu_stays_itself_when_a_filter_moves_the_grid():
     assert _picked_gpus(view) == [("i0", 1)] and view.sources["devices"].selected.indices == [1]
     view.pool.value = ""
     assert _picked_gpus(view) == [("i0", 1)]
+
+
+def test_a_label_too_long_for_its_block_is_cut_with_its_whole_text_in_the_hover(demo_state):
+    """At 1280 px "a100-mig-002 · MIG 2g×3 1g×1" ran into the next node's label: on the demo's whole page (7
+    nodes a row) every label fits its block at the narrowest window, the cut one ends in "…" and its whole
+    text is the hover; the 4-node MIG pool has room for it whole."""
+    view = GpusView(demo_state)
+    lab = view.sources["labels"].data
+    _, _, _, g_max = view._layout_cache[1]
+    xr = (view.fig.x_range.start, view.fig.x_range.end)
+    block_px = (g_max + 1) * G.GRID_MIN_WIDTH_PX / (xr[1] - xr[0])
+    assert all(len(t) * G.LABEL_CHAR_PX <= block_px - 6 for t in lab["text"])
+    cut = dict(zip(lab["full"], lab["text"]))["a100-mig-002 · MIG 2g×3 1g×1"]
+    assert cut.endswith("…") and "a100-mig-002 · MIG 2g×3 1g×1".startswith(cut[:-1])
+    assert [t for t in lab["full"] if t.startswith("h100-nv-013")] == [t for t in lab["text"]
+                                                                       if t.startswith("h100-nv-013")]
+    tips = [t for tool in view.fig.tools for t in (getattr(tool, "tooltips", None) or [])]
+    assert ("node", "@full") in tips
+    view.pool.value = "a100-mig"
+    assert "a100-mig-002 · MIG 2g×3 1g×1" in view.sources["labels"].data["text"]
+
+
+def test_fit_label_keeps_the_start():
+    assert G.fit_label("h100-nv-013", 20) == "h100-nv-013"
+    assert G.fit_label("rack-b2x · h100-nv-013 · MIG 1g×7", 24) == "rack-b2x · h100-nv-013…"
+    assert len(G.fit_label("x" * 40, 25)) == 25
+
+
+def test_slices_of_a_gpu_shared_past_one_stay_inside_their_cell(demo_state):
+    """gb200-dra-001's GPU 0 is held whole by two pods sharing one DRA claim: their slices (share 1 each) stacked
+    to twice the cell's height, over the node's label. Drawn, they split the cell; the hover keeps share 1."""
+    view = GpusView(demo_state)
+    view.pool.value = "gb200-dra"
+    dev, held = view.sources["devices"].data, view.sources["held"].data
+    top = {(n, int(g)): y1 for n, g, y1 in zip(dev["node"], dev["gpu"], dev["y1"])}
+    shared = [(y0, y1, s) for n, g, y0, y1, s in zip(held["node"], held["gpu"], held["y0"], held["y1"], held["share"])
+              if (n, int(g)) == ("gb200-dra-001", 0)]
+    assert len(shared) == 2 and all(s == 1.0 for _, _, s in shared)
+    assert all(y1 <= top[(n, int(g))] for n, g, y1 in zip(held["node"], held["gpu"], held["y1"]))
+    lo, hi = sorted(shared)
+    assert lo[1] <= hi[0]                                        # one above the other, not overlapping
+
+
+def test_mig_instance_names_fit_their_instance_at_1280(demo_state):
+    """Two cells of the demo's whole page hold "2g" at 1280 px (the three 2g.20gb names of a100-mig-002 ran into
+    each other), three cells the whole "3g.40gb"; the 4-node MIG pool has room for every whole name."""
+    view = GpusView(demo_state)
+    mig = view.sources["mig"].data
+    names = dict(zip(zip(mig["x0"], mig["text"]), [round(b - a) for a, b in zip(mig["x0"], mig["x1"])]))
+    texts = [t for _, t in names]
+    assert texts.count("2g") == 3 and texts.count("3g.40gb") == 2 and "2g.20gb" not in texts
+    xr = (view.fig.x_range.start, view.fig.x_range.end)
+    cell_px = G.GRID_MIN_WIDTH_PX / (xr[1] - xr[0])
+    char_px = G.LABEL_CHAR_PX * G.MIG_FONT_PX / G.LABEL_FONT_PX
+    assert all(len(t) * char_px <= w * cell_px - 4 for (_, t), w in names.items())
+    view.pool.value = "a100-mig"
+    assert list(view.sources["mig"].data["text"]).count("2g.20gb") == 3

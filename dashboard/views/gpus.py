@@ -51,6 +51,12 @@ LABEL_Y = 1.22
 LABEL_FONT_PX = 9
 LABEL_HEIGHT_PX = LABEL_FONT_PX * 1.25
 """The label's height as drawn (a line box of its font)."""
+MIG_FONT_PX = 8
+LABEL_CHAR_PX = 5.6
+"""A label character's width at :data:`LABEL_FONT_PX` in Chromium's sans-serif (measured: 5.2 on average, digits
+5.7)."""
+GRID_MIN_WIDTH_PX = 1000
+"""The grid's width in a 1,280 px window, the narrowest the dashboard is laid out for."""
 OUTLINE_LINE_PX = 2.5
 """The widest outline line (a flagged GPU's); half of it lies outside the outline's box."""
 PX_PER_UNIT = (20.0, 40.0)
@@ -119,6 +125,18 @@ def label_clearance_px(px: float) -> tuple[float, float]:
     return below, above
 
 
+def label_chars(gpus_per_node: int, x_range: tuple[float, float]) -> int:
+    """How many characters of a node label fit over its block (up to the next node's label) in the narrowest
+    window (:data:`GRID_MIN_WIDTH_PX`)."""
+    px = GRID_MIN_WIDTH_PX / max(x_range[1] - x_range[0], 1)
+    return max(8, int(((gpus_per_node + 1) * px - 6) / LABEL_CHAR_PX))
+
+
+def fit_label(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters with an ellipsis (the whole text is the label's hover)."""
+    return text if len(text) <= chars else text[:chars - 1].rstrip(" ·") + "…"
+
+
 def _palette_map(values: np.ndarray, palette: list[str], lo: float, hi: float) -> np.ndarray:
     out = np.full(len(values), NO_DATA, dtype=object)
     ok = ~np.isnan(values)
@@ -144,9 +162,10 @@ def _slice_layer(slices: pd.DataFrame, pos: dict, colour_by: str, colours: dict[
     sy = slices["node"].map(lambda n: pos[n][1]).to_numpy(float)
     off = slices["offset"].to_numpy(float)
     share = slices["share"].to_numpy(float)
+    height = slices["height"].to_numpy(float) if "height" in slices else share
     status = slices["status"].to_numpy(object)
     over = slices["over_share"].to_numpy(bool)
-    return {"x0": sx + 0.12, "x1": sx + 0.88, "y0": sy + off + 0.02, "y1": sy + off + share - 0.02,
+    return {"x0": sx + 0.12, "x1": sx + 0.88, "y0": sy + off + 0.02, "y1": sy + off + height - 0.02,
             "fill": slice_colours(slices, colour_by, colours),
             "alpha": np.where(status == "running", 0.95, np.where(status == "binding", 0.75, 0.3)),
             "line": np.where(over, OVER_SHARE, np.where(np.isin(status, MOVING_STATUSES), "#e5e7eb", "#000000")),
@@ -159,27 +178,45 @@ def _slice_layer(slices: pd.DataFrame, pos: dict, colour_by: str, colours: dict[
             "dra": (slices["dra"] if "dra" in slices else pd.Series("", index=slices.index)).to_numpy(object)}
 
 
-def mig_source(mig: pd.DataFrame, pos: dict) -> dict:
+def fit_cells(slices: pd.DataFrame) -> pd.DataFrame:
+    """``slices`` drawn within their cells: on a GPU whose slices' shares add up to more than one (pods sharing
+    one DRA claim each hold the whole device) every slice is scaled down so they fill the cell together, where
+    they stacked above it over the node's label and the row above. ``offset`` is rescaled and ``height`` added;
+    ``share`` (the hover's) stays."""
+    if not len(slices):
+        return slices
+    top = (slices["offset"] + slices["share"]).groupby([slices["node"], slices["gpu_index"]]).transform("max")
+    scale = 1.0 / np.maximum(top.to_numpy(float), 1.0)
+    return slices.assign(offset=slices["offset"].to_numpy(float) * scale,
+                         height=slices["share"].to_numpy(float) * scale)
+
+
+def mig_source(mig: pd.DataFrame, pos: dict, cell_px: float = 2 * PX_PER_UNIT[0]) -> dict:
     """Outlines of MIG instances over the cells (GPU-equivalents) each spans, labelled with the profile (its
-    compute part, ``1g``, when one cell is too narrow for the whole name)."""
+    compute part, ``1g``, when the instance is too narrow for the whole name at ``cell_px`` pixels a cell: at
+    1280 px neighbouring 2g.20gb names ran into each other)."""
     mig = mig[mig["node"].isin(pos)] if len(mig) else mig
     if not len(mig):
         return {k: [] for k in MIG_FIELDS}
     x = mig["node"].map(lambda n: pos[n][0]).to_numpy(float) + mig["first"].to_numpy(float)
     y = mig["node"].map(lambda n: pos[n][1]).to_numpy(float)
     w = mig["width"].to_numpy(float)
-    text = [p if wd >= 2 else p.split(".")[0] for p, wd in zip(mig["profile"], mig["width"])]
+    char_px = LABEL_CHAR_PX * MIG_FONT_PX / LABEL_FONT_PX
+    text = [p if len(p) * char_px <= wd * cell_px - 4 else p.split(".")[0]
+            for p, wd in zip(mig["profile"], mig["width"])]
     return {"x0": x + 0.03, "x1": x + w - 0.03, "y0": y - 0.03, "y1": y + 1.03, "x": x + w / 2, "y": y + 0.08,
             "text": text}
 
 
 def _node_label(node: str, domains: dict, mig: pd.DataFrame, unknown: dict) -> str:
+    """Domain (when grouped) · node · GPUs held on an unknown device · MIG instances: the most telling first, as
+    a label too long for its block loses its end (:func:`fit_label`)."""
     text = f"{domains[node]} · {node}" if node in domains else node
+    if node in unknown:
+        text += f" · {unknown[node].split(':')[0]}"
     if len(mig) and (mig["node"] == node).any():
         counts = mig[mig["node"] == node]["profile"].value_counts(sort=False)
         text += " · MIG " + " ".join(f"{p.split('.')[0]}×{c}" for p, c in counts.items())   # full names: hover
-    if node in unknown:
-        text += f" · {unknown[node].split(':')[0]}"
     return text
 
 
@@ -215,17 +252,19 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
              "text": np.where(over[flagged], "!", "z").astype(object),
              "colour": np.where(over[flagged], OVER_SHARE, IDLE).astype(object)}
     unknown = held_unknown(slices)
-    slices = slices[slices["gpu_index"] >= 0] if len(slices) else slices   # unknown devices: in the node label
+    slices = fit_cells(slices[slices["gpu_index"] >= 0]) if len(slices) else slices   # unknown: in the node label
     moving = slices["status"].isin(MOVING_STATUSES).to_numpy() if len(slices) else np.zeros(0, bool)
     held = _slice_layer(slices[~moving] if len(slices) else slices, pos, colour_by, colours)
     moved = _slice_layer(slices[moving] if len(slices) else slices, pos, colour_by, colours)
-    labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + LABEL_Y for n in nodes],
-              "text": [_node_label(n, domains, mig, unknown) for n in nodes]}
     x_range = (-0.3, columns * (g_max + 1))
+    full = [_node_label(n, domains, mig, unknown) for n in nodes]
+    chars = label_chars(g_max, x_range)
+    labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + LABEL_Y for n in nodes],
+              "text": [fit_label(t, chars) for t in full], "full": full}
     # the top row's label fits at the fewest pixels per unit
     y_range = (-0.2, (rows - 1) * ROW_UNITS + LABEL_Y + LABEL_HEIGHT_PX / PX_PER_UNIT[0] + 0.05)
     return ({"devices": devices, "held": held, "moving": moved, "marks": marks, "labels": labels,
-             "mig": mig_source(mig, pos)}, (x_range, y_range))
+             "mig": mig_source(mig, pos, GRID_MIN_WIDTH_PX / (x_range[1] - x_range[0]))}, (x_range, y_range))
 
 
 def _cell_profiles(gpus: pd.DataFrame, mig: pd.DataFrame) -> np.ndarray:
@@ -487,7 +526,7 @@ class GpusView(View):
         src["held"].data = {k: [] for k in SLICE_FIELDS}
         src["moving"].data = {k: [] for k in SLICE_FIELDS}
         src["marks"].data = {"x": [], "y": [], "text": [], "colour": []}
-        src["labels"].data = {"x": [], "y": [], "text": []}
+        src["labels"].data = {"x": [], "y": [], "text": [], "full": []}
         src["overlay"].data = {k: [] for k in OVERLAY_FIELDS}
         src["mig"].data = {k: [] for k in MIG_FIELDS}
         r_dev = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["devices"], fill_color=FREE_COLOUR,
@@ -505,13 +544,13 @@ class GpusView(View):
                                                    line_dash="dashed"))
         fig.add_tools(HoverTool(renderers=[r_ov], tooltips=[("next cycle", "@text")]))
         add_glyph(fig, src["mig"], Quad(**box, fill_alpha=0, line_color=MIG_LINE, line_width=1.5))
-        add_glyph(fig, src["mig"], Text(x="x", y="y", text="text", text_font_size="8px", text_color=MIG_LINE,
-                                        text_align="center", text_baseline="bottom"))
+        add_glyph(fig, src["mig"], Text(x="x", y="y", text="text", text_font_size=f"{MIG_FONT_PX}px",
+                                        text_color=MIG_LINE, text_align="center", text_baseline="bottom"))
         add_glyph(fig, src["marks"], Text(x="x", y="y", text="text", text_color="colour", text_font_size="11px",
                                           text_font_style="bold", text_align="center", text_baseline="middle"))
-        add_glyph(fig, src["labels"], Text(x="x", y="y", text="text", text_font_size=f"{LABEL_FONT_PX}px",
-                                           text_color=MUTED_ON_DARK,
-                                           text_baseline="bottom"))
+        r_labels = add_glyph(fig, src["labels"], Text(x="x", y="y", text="text", text_font_size=f"{LABEL_FONT_PX}px",
+                                                      text_color=MUTED_ON_DARK, text_baseline="bottom"))
+        fig.add_tools(HoverTool(renderers=[r_labels], tooltips=[("node", "@full")]))     # a label cut short
         slice_tips = [("pod", "@task"), ("job", "@job"), ("queue", "@queue"), ("status", "@status"),
                       ("node / GPU", "@node / @gpu"), ("share", "@share{0.[00]} GPU"),
                       ("memory used / share", "@mem{0,0.0} / @mem_share{0,0.0} GiB"), ("util", "@util{0.0} %"),
