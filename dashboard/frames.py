@@ -305,10 +305,12 @@ def pending_frame(snapshot: Snapshot, result: Any = None, explanations: Optional
 
 SLICE_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "task", "job", "queue", "status", "share", "offset",
                  "gpu_memory_mib", "memory_share_mib", "memory_used_mib", "gpu_util", "over_share", "device_source",
-                 "dra"]
+                 "dra", "mig_profile", "mig_instance"]
 """``gpu_index = -1`` with ``device_source = "unknown"``: the pod holds a GPU on the node, no evidence says
 which (drawn in no cell; listed with the node). ``dra``: the pod's DRA ResourceClaims (empty for device-plugin
-GPUs)."""
+GPUs). A pod on MIG instances has one slice per cell (GPU-equivalent) an instance spans; ``mig_profile`` names
+the instance the cell belongs to and ``mig_instance`` numbers the pod's instances from 0 (:func:`mig_cell_instances`;
+``""`` and -1 for a pod without MIG), so a table can show one row per instance."""
 GPU_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "allocated", "slices", "memory_used_mib",
                "gpu_memory_mib", "gpu_util", "idle_allocated", "over_share", "busy_unallocated", "holder_unknown",
                "evidence"]
@@ -378,7 +380,7 @@ def _dcgm_slices(snapshot: Snapshot, dcgm: pd.DataFrame) -> pd.DataFrame:
     out["offset"] = out.groupby(["node", "gpu_index"], sort=False)["share"].cumsum() - out["share"]
     # object first: with no claim at all the mapped column is float NaN, and pandas 4 refuses "" as its fill value
     out["dra"] = out["task"].map(dra_claims_of(snapshot)).astype(object).fillna("")
-    return out[SLICE_COLUMNS].reset_index(drop=True)
+    return _with_mig_instances(out, snapshot).reset_index(drop=True)
 
 
 def dra_claims_of(snapshot: Snapshot) -> dict[str, str]:
@@ -445,7 +447,39 @@ def gpu_slices_frame(snapshot: Snapshot, gpu_frame: Optional[pd.DataFrame] = Non
                 })
                 if i >= 0:
                     offsets[i] += share
-    return pd.DataFrame(rows, columns=SLICE_COLUMNS)
+    return _with_mig_instances(pd.DataFrame(rows, columns=SLICE_COLUMNS[:-2]), snapshot)
+
+
+def mig_cell_instances(instances: dict[str, int], cells: list[int]) -> list[tuple[str, int]]:
+    """``(profile, instance number)`` of each of a pod's cells (in the order given): its MIG instances in profile
+    order, each taking as many cells as it counts GPU-equivalents (``{"3g.40gb": 1, "1g.10gb": 1}`` on cells
+    ``[4, 5, 6, 7]`` → three cells of instance 0, 3g.40gb, then one of instance 1). Cells past the instances'
+    total (bad input) belong to the last instance."""
+    order = [(p, max(1, mig_gpus(p))) for p, c in instances.items() for _ in range(c)]
+    out = []
+    k = used = 0
+    for _ in cells:
+        if order and used >= order[k][1] and k + 1 < len(order):
+            k, used = k + 1, 0
+        out.append((order[k][0], k) if order else ("", -1))
+        used += 1
+    return out
+
+
+def _with_mig_instances(slices: pd.DataFrame, snapshot: Snapshot) -> pd.DataFrame:
+    """``slices`` with :data:`SLICE_COLUMNS`' ``mig_profile`` and ``mig_instance`` filled from the tasks' MIG
+    instances (the snapshot's); a pod's cells are numbered in device order, devices unknown (-1) last."""
+    profile = np.full(len(slices), "", dtype=object)
+    instance = np.full(len(slices), -1, dtype=int)
+    mig = {t.name: t.mig for _, t in snapshot.iter_tasks() if t.mig}
+    if mig and len(slices):
+        rows = slices.reset_index(drop=True)
+        for (node, task), part in rows[rows["task"].isin(mig)].groupby(["node", "task"], sort=False):
+            order = part.assign(unknown=part["gpu_index"] < 0).sort_values(["unknown", "gpu_index"], kind="stable")
+            for pos, (p, k) in zip(order.index, mig_cell_instances(mig[task], list(order["gpu_index"]))):
+                profile[pos], instance[pos] = p, k
+        slices = rows
+    return slices.assign(mig_profile=profile, mig_instance=instance)[SLICE_COLUMNS]
 
 
 def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,

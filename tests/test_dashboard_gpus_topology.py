@@ -101,12 +101,12 @@ def test_view_marks_dra_pods_in_hover_and_slice_table(state):
     view.selection.node = "gb200-dra-001"
     table = view.node_table.value
     assert set(table["dra"]) == {"DRA: inference/shared-gpu (shared)"}
-    assert view.node_table.hidden_columns == []                  # the DRA column shows where it says something
+    assert view.node_table.hidden_columns == ["mig"]             # the DRA column shows where it says something
     # device-plugin pods elsewhere carry no DRA mark
     view.pool.value = ""
     view.selection.node = "h100-nv-000"
     assert set(view.node_table.value["dra"]) == {""}
-    assert view.node_table.hidden_columns == ["dra"]             # and only there
+    assert view.node_table.hidden_columns == ["mig", "dra"]      # and only there
 
 
 def test_settings_view_offers_demo_extensions_and_shows_the_flag(state):

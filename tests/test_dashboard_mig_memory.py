@@ -17,7 +17,7 @@ from scheduler.model import mig_cell_memory_mib, mig_memory_mib
 from scheduler.snapshot_io import snapshot_from_dict
 from scheduler.sources.synthetic import generate_scenario
 
-from dashboard.frames import gpu_frame_from_slices, gpu_slices_frame
+from dashboard.frames import gpu_frame_from_slices, gpu_slices_frame, mig_cell_instances
 from dashboard.views.gpus import slice_rows
 
 GIB = 1024.0
@@ -124,3 +124,69 @@ def test_demo_mig_pool_within_instances():
         assert (mig["memory_used_mib"] <= mig["memory_share_mib"]).all()
         assert (mig["memory_share_mib"] <= 40 * GIB / 3 + 1e-6).all()    # no 80 GB entitlement on a slice
         assert not mig["over_share"].any()
+
+
+def test_table_reads_one_row_per_instance_with_its_whole_memory():
+    """The 3g.40gb pod is one row of 40 GiB on cells 4-6 (it read as three rows of 13.33 GiB), on both paths;
+    the 1g.10gb pods one row each of 10 GiB; every row its own key."""
+    snap = _snap()
+    for frame in (None, _dcgm_frame(snap)):
+        rows = slice_rows(gpu_slices_frame(snap, frame), "a100-mig").set_index("task")
+        assert sorted(rows.index) == ["serve/big-0", "serve/fits-0", "serve/fits-1", "serve/over-2"]
+        big = rows.loc["serve/big-0"]
+        assert big["mig"] == "3g.40gb" and big["gpu_index"] == 4 and big["cells"] == [4, 5, 6]
+        assert big["memory_share_gib"] == pytest.approx(40.0)
+        assert big["memory_used_gib"] == pytest.approx(30000 / GIB, abs=0.01)
+        assert big["share"] == pytest.approx(3.0) and not big["over_share"]
+        assert rows.loc["serve/fits-0", "mig"] == "1g.10gb"
+        assert rows.loc["serve/fits-0", "memory_share_gib"] == pytest.approx(10.0)
+        assert rows.loc["serve/over-2", "over_share"]
+        assert rows["key"].is_unique and rows.loc["serve/big-0", "key"] == "a100-mig/4/serve/big-0"
+
+
+TWO_INSTANCES = {
+    "version": 1.2,
+    "nodes": [{"name": "mig-a", "gpus": 8, "gpu_memory_mib": A100_MIB, "cpu_millis": 64000, "memory_bytes": "512Gi",
+               "mig": {"1g.10gb": 2, "2g.20gb": 1}, "gpu_model": "NVIDIA-A100-SXM4-80GB"}],
+    "queues": [{"name": "serve"}],
+    "jobs": [{"name": "pair", "namespace": "serve", "queue": "serve", "min_available": 1,
+              "tasks": [{"name": "serve/pair-0", "mig": {"1g.10gb": 2}, "node": "mig-a", "status": "running",
+                         "gpu_index": [0, 1], "usage": {"gpu_memory_mib": 15000, "gpu_util": 0.5}}]},
+             {"name": "mid", "namespace": "serve", "queue": "serve", "min_available": 1,
+              "tasks": [{"name": "serve/mid-0", "mig": {"2g.20gb": 1}, "node": "mig-a", "status": "running",
+                         "gpu_index": [2, 3], "usage": {"gpu_memory_mib": 12000, "gpu_util": 0.5}}]}]}
+
+
+def test_a_pod_on_two_instances_has_a_row_for_each():
+    snap = snapshot_from_dict(TWO_INSTANCES)
+    rows = slice_rows(gpu_slices_frame(snap), "mig-a")
+    assert list(rows["key"]) == ["mig-a/0/serve/pair-0", "mig-a/1/serve/pair-0", "mig-a/2/serve/mid-0"]
+    assert list(rows["mig"]) == ["1g.10gb", "1g.10gb", "2g.20gb"]
+    assert list(rows["cells"]) == [[0], [1], [2, 3]]
+    assert list(rows["memory_share_gib"]) == pytest.approx([10.0, 10.0, 20.0])
+    assert rows["memory_used_gib"].sum() == pytest.approx((15000 + 12000) / GIB, abs=0.02)
+
+
+def test_cells_are_numbered_by_instance_in_profile_order():
+    assert mig_cell_instances({"3g.40gb": 1, "1g.10gb": 1}, [4, 5, 6, 7]) == [("3g.40gb", 0)] * 3 + [("1g.10gb", 1)]
+    assert mig_cell_instances({"1g.10gb": 2}, [0, 1]) == [("1g.10gb", 0), ("1g.10gb", 1)]
+    assert mig_cell_instances({"1g.10gb": 1}, [0, 1]) == [("1g.10gb", 0), ("1g.10gb", 0)]   # more cells: the last
+    assert mig_cell_instances({}, [0]) == [("", -1)]
+
+
+def test_view_colours_every_cell_and_a_picked_instance_outlines_them():
+    """The grid keeps one slice per cell the 3g.40gb spans (coloured by its queue); its one row in the table,
+    picked, outlines all three cells."""
+    from dashboard.loop import state_from_snapshot
+    from dashboard.models import Selection
+    from dashboard.views import GpusView
+
+    view = GpusView(state_from_snapshot(_snap(), simulated_metrics=False), Selection(node="a100-mig"))
+    held = view.sources["held"].data
+    assert sorted(int(g) for t, g in zip(held["task"], held["gpu"]) if t == "serve/big-0") == [4, 5, 6]
+    table = view.node_table.value
+    assert "mig" not in view.node_table.hidden_columns
+    assert list(table.index).count("a100-mig/4/serve/big-0") == 1 and len(table) == 4
+    view.node_table.selection = [list(table.index).index("a100-mig/4/serve/big-0")]
+    dev = view.sources["devices"].data
+    assert sorted(int(dev["gpu"][i]) for i in view.sources["devices"].selected.indices) == [4, 5, 6]

@@ -73,3 +73,41 @@ def test_group_by_rack_and_mig_pool_render(served, browser, size):
         assert [u for u in requests if "127.0.0.1" not in u and not u.startswith(("data:", "blob:"))] == []
     finally:
         page.close()
+
+
+PICKED_JS = """() => { for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
+  if (m.type == 'ColumnDataSource' && m.data.flags !== undefined && m.data.evidence !== undefined)
+    return Array.from(m.selected.indices).map(i => [m.data.node[i], Number(m.data.gpu[i])]); }
+  return null; }"""
+
+
+@pytest.mark.parametrize("size", SIZES[:1], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_picked_slice_row_outlines_its_gpu_and_a_clicked_mig_instance_its_cells(served, browser, size):
+    """In the browser: a row of a 2-GPU pod picked in the slice table outlines that row's GPU, not the pod's
+    other one (the rows had one key for both); a 3g.40gb instance's one row outlines its three cells. The
+    table's selection arrives outside the document lock: changing the grid's source there failed on the server
+    until it was made unlocked."""
+    page, errors, _ = _open(browser, served, size)
+    log_start = len(served.read())
+    try:
+        page.get_by_label("Node", exact=True).select_option("a100-40-001")
+        rows = page.locator('.tabulator-row')
+        rows.filter(has_text="analytics-batch-0004").first.wait_for(timeout=60_000)
+        assert rows.filter(has_text="analytics-batch-0004").count() == 2            # one pod, two GPUs, two rows
+        rows.filter(has_text="analytics-batch-0004").nth(1).click()
+        page.wait_for_function(f"() => JSON.stringify(({PICKED_JS})()) == '[[\"a100-40-001\",3]]'", timeout=30_000)
+        _select(page, "Node pool", "a100-mig")
+        page.get_by_text("4 node(s) match").wait_for(timeout=60_000)
+        page.get_by_label("Node", exact=True).select_option("a100-mig-001")
+        row = rows.filter(has_text="inference-serve-mig-07")
+        row.wait_for(timeout=60_000)
+        assert rows.filter(has_text="3g.40gb").count() == 2                         # two instances, not six cells
+        assert "3g.40gb" in row.inner_text() and "40" in row.inner_text().split()
+        row.click()
+        page.wait_for_function(f"() => JSON.stringify(({PICKED_JS})()) == "
+                               "'[[\"a100-mig-001\",3],[\"a100-mig-001\",4],[\"a100-mig-001\",5]]'", timeout=30_000)
+        page.wait_for_timeout(500)
+        assert errors == [], errors
+        assert "Traceback" not in served.read()[log_start:]
+    finally:
+        page.close()

@@ -402,15 +402,15 @@ def test_gpu_slice_table_never_shows_a_node_the_pool_filter_leaves_out():
     sel = Selection()
     v = GpusView(st, sel)
     assert v.node_select.value == "t0"                          # the idle allocation is worth a look first
-    assert list(v.node_table.value.index) == ["idle-0"]         # rows keyed by pod
+    assert list(v.node_table.value.index) == ["t0/0/idle-0"]    # rows keyed by node / GPU / pod
     v.pool.value = "infer"                                      # t0 is in pool train: out of the picture
-    assert v.node_select.value != "t0" and "idle-0" not in list(v.node_table.value.index)
-    assert set(v.node_table.value.index) <= {"busy-0"}
+    assert v.node_select.value != "t0" and "t0/0/idle-0" not in list(v.node_table.value.index)
+    assert set(v.node_table.value.index) <= {"i0/1/busy-0"}
     v.pool.value = ""
     sel.node = "i0"
-    assert list(v.node_table.value.index) == ["busy-0"]
+    assert list(v.node_table.value.index) == ["i0/1/busy-0"]
     v.pool.value = "train"                                      # a selected node the filter drops is not kept
-    assert list(v.node_table.value.index) == ["idle-0"]
+    assert list(v.node_table.value.index) == ["t0/0/idle-0"]
 
 
 def test_gpu_grid_keeps_one_figure_when_the_layout_changes():
@@ -569,7 +569,7 @@ def test_slice_table_flags_over_share_in_red_words_and_fits_fixed_widths(state):
     assert "job_pod" not in t.widths
     cell = t.formatters["over_share"]
     assert "! over" in cell.template and "#f87171" in cell.template
-    assert t.hidden_columns == ["dra"]
+    assert t.hidden_columns == ["mig", "dra"]                    # no MIG instance, no DRA claim on the node
     other = GpusView(state)
     other.__panel__()
     assert other.node_table.formatters["over_share"] is not cell      # one Bokeh model per session's table
@@ -715,9 +715,9 @@ def test_slice_table_names_the_job_once_and_the_pod_only_where_it_adds_something
     df = v.node_table.value
     assert "task" not in df.columns and "job" not in df.columns                  # no second name column
     assert v.node_table.titles["job_pod"] == "job / pod"
-    assert dict(zip(df.index, df["job_pod"])) == {"solo-0": "solo", "gang-0": "gang · pod 0",
-                                                  "gang-1": "gang · pod 1", "worker-x": "odd · worker-x",
-                                                  "spread-0": "spread · pod 0"}
+    assert dict(zip(df.index, df["job_pod"])) == {"n0/0/solo-0": "solo", "n0/1/gang-0": "gang · pod 0",
+                                                  "n0/2/gang-1": "gang · pod 1", "n0/3/worker-x": "odd · worker-x",
+                                                  "n0/4/spread-0": "spread · pod 0"}
     assert sorted(df["job_pod"]) == ["gang · pod 0", "gang · pod 1", "odd · worker-x", "solo", "spread · pod 0"]
     assert gpus_view.job_pod_label("ns/a-0", "ns/a", 1) == "ns/a"
     assert gpus_view.job_pod_label("ns/w", "ns/a", 1) == "ns/a · w"                # the namespace once
@@ -745,7 +745,7 @@ def test_slice_table_lists_a_node_with_pods_when_nothing_is_flagged():
     v = GpusView(st)
     g = v.model.gpus()
     assert not g["over_share"].any() and not g["idle_allocated"].any()
-    assert v.node_select.value == "n1" and list(v.node_table.value.index) == ["busy-0"]
+    assert v.node_select.value == "n1" and list(v.node_table.value.index) == ["n1/1/busy-0"]
 
 
 def test_pending_expected_start_sorts_by_time_not_by_its_text(state):  # noqa: F811

@@ -29,6 +29,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource, HTMLTemplateFormatter, HoverTool, Quad, Range1d, TapTool, Text
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
+from panel.io.document import unlocked
 
 from .. import display
 from ..frames import held_unknown
@@ -39,10 +40,33 @@ from .common import (FREE_COLOUR, FREE_LINE, MUTED_ON_DARK, TABLE_CSS, number_fo
 from .plots import add_glyph, assign_columns
 
 CELL_PX = 22
-ROW_UNITS = 1.75        # a GPU cell is 1 unit tall; the rest of a row is the node label
+ROW_UNITS = 2.0
+"""A row of nodes, in cell units (a GPU cell is 1 unit tall): the cells, the outlines' reach above them, the node
+label, and a gap below the next row's outlines (:func:`label_clearance_px`)."""
+OUTLINE_PAD = 0.06
+"""How far an outline around cells (KAI's next-cycle bind around a GPU or a node, a MIG instance) reaches above
+and below them, in cell units."""
+LABEL_Y = 1.22
+"""Bottom of a node's label above its block's bottom, in cell units: clear of the outlines around its cells."""
+LABEL_FONT_PX = 9
+LABEL_HEIGHT_PX = LABEL_FONT_PX * 1.25
+"""The label's height as drawn (a line box of its font)."""
+MIG_FONT_PX = 8
+LABEL_CHAR_PX = 5.6
+"""A label character's width at :data:`LABEL_FONT_PX` in Chromium's sans-serif (measured: 5.2 on average, digits
+5.7)."""
+GRID_MIN_WIDTH_PX = 1000
+"""The grid's width in a 1,280 px window, the narrowest the dashboard is laid out for."""
+OUTLINE_LINE_PX = 2.5
+"""The widest outline line (a flagged GPU's); half of it lies outside the outline's box."""
+PX_PER_UNIT = (20.0, 40.0)
+"""Vertical pixels per cell unit, at least and at most (a cell as wide as the page allows within them): at 20 a
+node label keeps 2 px from the outlines above and below it; with the old 16 it touched them."""
 OVER_SHARE = "#ff4d4d"
 IDLE = "#fbbf24"
 NO_DATA = "#6b6f76"
+SELECTED = "#e879f9"
+"""Outline of the GPU(s) picked: clicked in the grid, or their row in the slice table."""
 WOULD = "#4fc3f7"
 """Dashed outline of what KAI would bind next cycle (the overlay; not yet the cluster)."""
 MEM_PALETTE = ["#3f4652", "#4a5566", "#50657e", "#4f7598", "#4a86b3", "#3f98cf", "#2aa9ea", "#f59e0b", "#ef4444"]
@@ -86,6 +110,33 @@ def grid_positions(nodes: list[str], gpus_per_node: int, columns: int | None = N
     return pos, columns, rows
 
 
+def grid_px(x_range: tuple[float, float]) -> float:
+    """Vertical pixels per cell unit of a grid spanning ``x_range``: about as many as a cell gets across in a
+    1,150 px wide plot, within :data:`PX_PER_UNIT`."""
+    return max(PX_PER_UNIT[0], min(PX_PER_UNIT[1], 1150.0 / max(x_range[1] - x_range[0], 1)))
+
+
+def label_clearance_px(px: float) -> tuple[float, float]:
+    """Pixels between a node's label and the outlines below it (its own cells') and above it (the next row's), at
+    ``px`` pixels per unit, counting the outline lines' outer halves."""
+    line = OUTLINE_LINE_PX / 2
+    below = (LABEL_Y - 1 - OUTLINE_PAD) * px - line
+    above = (ROW_UNITS - OUTLINE_PAD - LABEL_Y) * px - LABEL_HEIGHT_PX - line
+    return below, above
+
+
+def label_chars(gpus_per_node: int, x_range: tuple[float, float]) -> int:
+    """How many characters of a node label fit over its block (up to the next node's label) in the narrowest
+    window (:data:`GRID_MIN_WIDTH_PX`)."""
+    px = GRID_MIN_WIDTH_PX / max(x_range[1] - x_range[0], 1)
+    return max(8, int(((gpus_per_node + 1) * px - 6) / LABEL_CHAR_PX))
+
+
+def fit_label(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters with an ellipsis (the whole text is the label's hover)."""
+    return text if len(text) <= chars else text[:chars - 1].rstrip(" ·") + "…"
+
+
 def _palette_map(values: np.ndarray, palette: list[str], lo: float, hi: float) -> np.ndarray:
     out = np.full(len(values), NO_DATA, dtype=object)
     ok = ~np.isnan(values)
@@ -111,9 +162,10 @@ def _slice_layer(slices: pd.DataFrame, pos: dict, colour_by: str, colours: dict[
     sy = slices["node"].map(lambda n: pos[n][1]).to_numpy(float)
     off = slices["offset"].to_numpy(float)
     share = slices["share"].to_numpy(float)
+    height = slices["height"].to_numpy(float) if "height" in slices else share
     status = slices["status"].to_numpy(object)
     over = slices["over_share"].to_numpy(bool)
-    return {"x0": sx + 0.12, "x1": sx + 0.88, "y0": sy + off + 0.02, "y1": sy + off + share - 0.02,
+    return {"x0": sx + 0.12, "x1": sx + 0.88, "y0": sy + off + 0.02, "y1": sy + off + height - 0.02,
             "fill": slice_colours(slices, colour_by, colours),
             "alpha": np.where(status == "running", 0.95, np.where(status == "binding", 0.75, 0.3)),
             "line": np.where(over, OVER_SHARE, np.where(np.isin(status, MOVING_STATUSES), "#e5e7eb", "#000000")),
@@ -126,27 +178,45 @@ def _slice_layer(slices: pd.DataFrame, pos: dict, colour_by: str, colours: dict[
             "dra": (slices["dra"] if "dra" in slices else pd.Series("", index=slices.index)).to_numpy(object)}
 
 
-def mig_source(mig: pd.DataFrame, pos: dict) -> dict:
+def fit_cells(slices: pd.DataFrame) -> pd.DataFrame:
+    """``slices`` drawn within their cells: on a GPU whose slices' shares add up to more than one (pods sharing
+    one DRA claim each hold the whole device) every slice is scaled down so they fill the cell together, where
+    they stacked above it over the node's label and the row above. ``offset`` is rescaled and ``height`` added;
+    ``share`` (the hover's) stays."""
+    if not len(slices):
+        return slices
+    top = (slices["offset"] + slices["share"]).groupby([slices["node"], slices["gpu_index"]]).transform("max")
+    scale = 1.0 / np.maximum(top.to_numpy(float), 1.0)
+    return slices.assign(offset=slices["offset"].to_numpy(float) * scale,
+                         height=slices["share"].to_numpy(float) * scale)
+
+
+def mig_source(mig: pd.DataFrame, pos: dict, cell_px: float = 2 * PX_PER_UNIT[0]) -> dict:
     """Outlines of MIG instances over the cells (GPU-equivalents) each spans, labelled with the profile (its
-    compute part, ``1g``, when one cell is too narrow for the whole name)."""
+    compute part, ``1g``, when the instance is too narrow for the whole name at ``cell_px`` pixels a cell: at
+    1280 px neighbouring 2g.20gb names ran into each other)."""
     mig = mig[mig["node"].isin(pos)] if len(mig) else mig
     if not len(mig):
         return {k: [] for k in MIG_FIELDS}
     x = mig["node"].map(lambda n: pos[n][0]).to_numpy(float) + mig["first"].to_numpy(float)
     y = mig["node"].map(lambda n: pos[n][1]).to_numpy(float)
     w = mig["width"].to_numpy(float)
-    text = [p if wd >= 2 else p.split(".")[0] for p, wd in zip(mig["profile"], mig["width"])]
+    char_px = LABEL_CHAR_PX * MIG_FONT_PX / LABEL_FONT_PX
+    text = [p if len(p) * char_px <= wd * cell_px - 4 else p.split(".")[0]
+            for p, wd in zip(mig["profile"], mig["width"])]
     return {"x0": x + 0.03, "x1": x + w - 0.03, "y0": y - 0.03, "y1": y + 1.03, "x": x + w / 2, "y": y + 0.08,
             "text": text}
 
 
 def _node_label(node: str, domains: dict, mig: pd.DataFrame, unknown: dict) -> str:
+    """Domain (when grouped) · node · GPUs held on an unknown device · MIG instances: the most telling first, as
+    a label too long for its block loses its end (:func:`fit_label`)."""
     text = f"{domains[node]} · {node}" if node in domains else node
+    if node in unknown:
+        text += f" · {unknown[node].split(':')[0]}"
     if len(mig) and (mig["node"] == node).any():
         counts = mig[mig["node"] == node]["profile"].value_counts(sort=False)
         text += " · MIG " + " ".join(f"{p.split('.')[0]}×{c}" for p, c in counts.items())   # full names: hover
-    if node in unknown:
-        text += f" · {unknown[node].split(':')[0]}"
     return text
 
 
@@ -165,7 +235,7 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
     over, idle = gpus["over_share"].to_numpy(bool), gpus["idle_allocated"].to_numpy(bool)
     devices = {"x0": bx + 0.06, "x1": bx + 0.94, "y0": by, "y1": by + 1.0,
                "line": np.where(over, OVER_SHARE, np.where(idle, IDLE, FREE_LINE)),
-               "lw": np.where(over | idle, 2.5, 0.6),
+               "lw": np.where(over | idle, OUTLINE_LINE_PX, 0.6),
                "dash": np.where(idle & ~over, "dashed", "solid").astype(object),
                "node": gpus["node"].to_numpy(object), "gpu": gpus["gpu_index"].to_numpy(int),
                "model": gpus["gpu_model"].to_numpy(object), "pool": gpus["pool"].to_numpy(object),
@@ -182,16 +252,19 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
              "text": np.where(over[flagged], "!", "z").astype(object),
              "colour": np.where(over[flagged], OVER_SHARE, IDLE).astype(object)}
     unknown = held_unknown(slices)
-    slices = slices[slices["gpu_index"] >= 0] if len(slices) else slices   # unknown devices: in the node label
+    slices = fit_cells(slices[slices["gpu_index"] >= 0]) if len(slices) else slices   # unknown: in the node label
     moving = slices["status"].isin(MOVING_STATUSES).to_numpy() if len(slices) else np.zeros(0, bool)
     held = _slice_layer(slices[~moving] if len(slices) else slices, pos, colour_by, colours)
     moved = _slice_layer(slices[moving] if len(slices) else slices, pos, colour_by, colours)
-    labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + 1.05 for n in nodes],
-              "text": [_node_label(n, domains, mig, unknown) for n in nodes]}
     x_range = (-0.3, columns * (g_max + 1))
-    y_range = (-0.2, rows * ROW_UNITS + 0.1)
+    full = [_node_label(n, domains, mig, unknown) for n in nodes]
+    chars = label_chars(g_max, x_range)
+    labels = {"x": [pos[n][0] + 0.06 for n in nodes], "y": [pos[n][1] + LABEL_Y for n in nodes],
+              "text": [fit_label(t, chars) for t in full], "full": full}
+    # the top row's label fits at the fewest pixels per unit
+    y_range = (-0.2, (rows - 1) * ROW_UNITS + LABEL_Y + LABEL_HEIGHT_PX / PX_PER_UNIT[0] + 0.05)
     return ({"devices": devices, "held": held, "moving": moved, "marks": marks, "labels": labels,
-             "mig": mig_source(mig, pos)}, (x_range, y_range))
+             "mig": mig_source(mig, pos, GRID_MIN_WIDTH_PX / (x_range[1] - x_range[0]))}, (x_range, y_range))
 
 
 def _cell_profiles(gpus: pd.DataFrame, mig: pd.DataFrame) -> np.ndarray:
@@ -214,11 +287,12 @@ NODE_TABLE_COLUMNS = ["node", "pool", "gpu_model", "gpus", "allocated", "gpu_uti
 NODE_TABLE_TITLES = {"gpu_model": "GPU model", "gpus": "GPUs", "allocated": "allocated GPUs",
                      "gpu_util": "mean util", "memory_used_gib": "memory used (GiB)",
                      "idle_allocated": "idle-allocated GPUs", "over_share": "over-share GPUs"}
-SLICE_COLUMNS = ["gpu_index", "job_pod", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
+SLICE_COLUMNS = ["gpu_index", "job_pod", "mig", "queue", "status", "share", "memory_share_gib", "memory_used_gib",
                  "gpu_util", "over_share", "device_source", "dra"]
-"""The node's slices, one row per pod and GPU, keyed by pod. "job / pod" names the job, and the pod only where it
-adds something (:func:`job_pod_label`): a pod column beside the job column mostly repeated it."""
-SLICE_TITLES = {"gpu_index": "GPU", "job_pod": "job / pod", "memory_share_gib": "share GiB",
+"""The node's slices, one row per pod and GPU, one per MIG instance (:func:`slice_rows`), each keyed by node, GPU
+and pod (:func:`slice_keys`). "job / pod" names the job, and the pod only where it adds something
+(:func:`job_pod_label`): a pod column beside the job column mostly repeated it."""
+SLICE_TITLES = {"gpu_index": "GPU", "job_pod": "job / pod", "mig": "MIG instance", "memory_share_gib": "share GiB",
                 "memory_used_gib": "used GiB", "gpu_util": "util", "over_share": "over share",
                 "device_source": "device from", "dra": "DRA claim"}
 """Short titles (two lines at most in their fixed widths: "memory share GiB" took three); the full meaning of
@@ -226,8 +300,12 @@ the memory columns is their tooltip."""
 SLICE_TOOLTIPS = {"job_pod": "the job; for a job with several pods also the pod (\"· pod 3\": the job's pod named "
                              "<job>-3); a pod not named after its job by its whole name",
                   "gpu_index": "the GPU's index on the node; ? when no evidence says which GPU the pod holds",
+                  "mig": "the MIG instance's profile: it spans G grid cells (GPU-equivalents, as KAI counts them; "
+                         "3g.40gb: 3) from the GPU column's; its memory is the instance's (40 GiB)",
+                  "share": "the pod's share of the GPU (1 = whole); for a MIG instance the GPU-equivalents KAI "
+                           "counts it as (3g.40gb: 3)",
                   "memory_share_gib": ("GPU memory the pod's share entitles it to (GiB): share × the GPU's memory; "
-                                       "on MIG, its instance's memory (1g.10gb: 10) spread over the cells it spans"),
+                                       "on MIG, its instance's memory from the profile name (3g.40gb: 40)"),
                   "memory_used_gib": "GPU memory the pod uses now, from DCGM (GiB)",
                   "gpu_util": "utilisation from DCGM: the pod's where the exporter attributes it, else its GPU's",
                   "over_share": "uses more GPU memory than its share: KAI does not isolate it (OOM risk for "
@@ -235,7 +313,7 @@ SLICE_TOOLTIPS = {"job_pod": "the job; for a job with several pods also the pod 
                   "device_source": "where the GPU index comes from (dcgm-exporter's pod labels, the snapshot, "
                                    "KAI's reservation pod)",
                   "dra": "the pod's DRA ResourceClaims"}
-SLICE_WIDTHS = {"gpu_index": 62, "queue": 104, "status": 80, "share": 76, "memory_share_gib": 96,
+SLICE_WIDTHS = {"gpu_index": 62, "mig": 84, "queue": 104, "status": 80, "share": 76, "memory_share_gib": 96,
                 "memory_used_gib": 96, "gpu_util": 68, "over_share": 76, "device_source": 96}
 """Fixed widths of the slice table's short columns: "job / pod" takes the rest and wraps, so every column of
 the table fits the card from 1280 px on (with the free width it scrolled sideways and cut the memory used and
@@ -243,11 +321,51 @@ DRA columns at 1280 and 1440 px)."""
 
 
 def slice_rows(slices: pd.DataFrame, node: str) -> pd.DataFrame:
-    """The slice table's rows for ``node`` (none for ``""``), with memory in GiB as the table shows it."""
-    rows = slices[slices["node"] == node].copy() if node and len(slices) else slices.iloc[0:0].copy()
+    """The slice table's rows for ``node`` (none for ``""``): one per pod and GPU, and one per MIG instance with
+    its cells together (a 3g.40gb reads as one instance of 40 GiB, not three cells of 13.33), memory in GiB as
+    the table shows it, ``cells`` (the GPU indices a row covers, for outlining them in the grid), ``mig`` (the
+    instance's profile) and ``key`` (:func:`slice_keys`)."""
+    rows = slices[slices["node"] == node] if node and len(slices) else slices.iloc[0:0]
+    rows = mig_instance_rows(rows)
     rows["memory_share_gib"] = (rows["memory_share_mib"] / 1024).round(2)
     rows["memory_used_gib"] = (rows["memory_used_mib"] / 1024).round(2)
+    rows["key"] = slice_keys(rows)
     return rows
+
+
+def mig_instance_rows(slices: pd.DataFrame) -> pd.DataFrame:
+    """Slices (:data:`dashboard.frames.SLICE_COLUMNS`) with the cells of each MIG instance merged into one row:
+    share, memory share and memory used summed over its cells, utilisation their mean, over share if any cell
+    is; its ``gpu_index`` is its first cell (-1 when no evidence gives its devices). Other slices stay as they
+    are. Adds ``cells`` and ``mig`` (the instance's profile; the table's GPU column gives its first cell: a
+    "cells 4–6" beside it wrapped to two lines at 1280 px)."""
+    rows = slices.reset_index(drop=True)
+    mig = (rows["mig_instance"] >= 0).to_numpy() if "mig_instance" in rows else np.zeros(len(rows), bool)
+    if not mig.any():
+        return rows.assign(cells=[[int(g)] for g in rows["gpu_index"]], mig="")
+    group = np.where(mig, rows["node"].astype(str) + "\0" + rows["task"].astype(str) + "\0"
+                     + rows["mig_instance"].astype(str), rows.index.astype(str))
+    grouped = rows.groupby(group, sort=False)
+    out = grouped.first()
+    out["cells"] = grouped["gpu_index"].agg(lambda g: sorted(int(x) for x in g))
+    out["gpu_index"] = [next((c for c in cells if c >= 0), -1) for cells in out["cells"]]
+    out[["share", "memory_share_mib"]] = grouped[["share", "memory_share_mib"]].sum()
+    out["memory_used_mib"] = grouped["memory_used_mib"].sum(min_count=1)
+    out["gpu_util"] = grouped["gpu_util"].mean()
+    out["over_share"] = grouped["over_share"].any()
+    out["mig"] = out["mig_profile"]
+    return out.reset_index(drop=True)
+
+
+def slice_keys(rows: pd.DataFrame) -> list[str]:
+    """A unique key per slice table row: ``node/GPU/pod`` (``?`` for a device no evidence gives, ``#2`` on the
+    second such row of a pod), so a pod on two GPUs has two rows that patches and selections tell apart."""
+    if not len(rows):
+        return []
+    base = (rows["node"].astype(str) + "/" + rows["gpu_index"].map(lambda g: str(int(g)) if g >= 0 else "?")
+            + "/" + rows["task"].astype(str))
+    nth = base.groupby(base, sort=False).cumcount()
+    return [b if n == 0 else f"{b}#{n + 1}" for b, n in zip(base, nth)]
 
 
 def over_share_cell() -> HTMLTemplateFormatter:
@@ -314,8 +432,9 @@ def overlay_source(overlay: pd.DataFrame, gpus: pd.DataFrame, nodes: list[str],
     width = (gpus.groupby("node")["gpu_index"].max() + 1).reindex(per_node.index).fillna(g_max).to_numpy(float)
     nx = np.array([pos[n][0] for n in per_node.index], dtype=float)
     ny = np.array([pos[n][1] for n in per_node.index], dtype=float)
-    return {"x0": np.concatenate([x + 0.02, nx - 0.02]), "x1": np.concatenate([x + 0.98, nx + width + 0.02]),
-            "y0": np.concatenate([y - 0.04, ny - 0.1]), "y1": np.concatenate([y + 1.04, ny + 1.1]),
+    # around the node's cells only: its label sits above the outline, never crossed by it
+    return {"x0": np.concatenate([x + 0.02, nx - 0.04]), "x1": np.concatenate([x + 0.98, nx + width + 0.04]),
+            "y0": np.concatenate([y - 0.04, ny - OUTLINE_PAD]), "y1": np.concatenate([y + 1.04, ny + 1 + OUTLINE_PAD]),
             "text": np.concatenate([dev["text"].to_numpy(object), per_node.to_numpy(object)])}
 
 
@@ -367,8 +486,12 @@ class GpusView(View):
                                             "over_share": over_share_cell(), "gpu_index": gpu_index_cell(),
                                             **{c: {"type": "textarea"} for c in ("job_pod", "dra")}},
                                 header_tooltips=SLICE_TOOLTIPS, layout="fit_columns", widths=SLICE_WIDTHS,
-                                stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["dra"],
-                                name="node-slices", empty="No pod holds a GPU on this node")
+                                stylesheets=[TABLE_CSS, SLICE_WRAP_CSS], hidden_columns=["mig", "dra"],
+                                selectable=1, name="node-slices", empty="No pod holds a GPU on this node")
+        # A row picked in the table outlines its GPU(s) in the grid; a GPU clicked in the grid picks its rows.
+        self._row_cells: dict[str, list[tuple[str, int]]] = {}
+        self._linking = False
+        self.node_table.param.watch(lambda e: self._on_row_select(e.new), "selection")
         self.nodes_table = table(pd.DataFrame(columns=NODE_TABLE_COLUMNS), height=300, titles=NODE_TABLE_TITLES,
                                  formatters={**number_formatters(["allocated", "memory_used_gib"], 2),
                                              **percent_formatters(["gpu_util"])},
@@ -378,6 +501,7 @@ class GpusView(View):
         self.show_table.param.watch(lambda e: self._toggle_table(e.new), "value")
         self._layout_key = None
         self._layout_cache: tuple | None = None
+        self._table_node = None
         return pn.Column(
             pn.Row(pn.pane.HTML('<div style="padding-top:8px">Colour by</div>', width=70), self.colour,
                    pn.Column(pn.Spacer(height=4), self.flagged), sizing_mode="stretch_width"),
@@ -402,12 +526,13 @@ class GpusView(View):
         src["held"].data = {k: [] for k in SLICE_FIELDS}
         src["moving"].data = {k: [] for k in SLICE_FIELDS}
         src["marks"].data = {"x": [], "y": [], "text": [], "colour": []}
-        src["labels"].data = {"x": [], "y": [], "text": []}
+        src["labels"].data = {"x": [], "y": [], "text": [], "full": []}
         src["overlay"].data = {k: [] for k in OVERLAY_FIELDS}
         src["mig"].data = {k: [] for k in MIG_FIELDS}
         r_dev = fig.quad(left="x0", right="x1", bottom="y0", top="y1", source=src["devices"], fill_color=FREE_COLOUR,
                          line_color="line", line_width="lw", line_dash="dash", nonselection_fill_alpha=1.0,
-                         nonselection_line_alpha=1.0, selection_fill_color="#3d4450")
+                         nonselection_line_alpha=1.0, selection_fill_color="#3d4450", selection_line_color=SELECTED,
+                         selection_line_width=OUTLINE_LINE_PX, selection_line_dash="solid")
         # The layers above the devices: only a tap on a device selects, so their selection looks are the browser's
         # own (add_glyph: one glyph model each instead of three).
         box = dict(left="x0", right="x1", bottom="y0", top="y1")
@@ -419,12 +544,13 @@ class GpusView(View):
                                                    line_dash="dashed"))
         fig.add_tools(HoverTool(renderers=[r_ov], tooltips=[("next cycle", "@text")]))
         add_glyph(fig, src["mig"], Quad(**box, fill_alpha=0, line_color=MIG_LINE, line_width=1.5))
-        add_glyph(fig, src["mig"], Text(x="x", y="y", text="text", text_font_size="8px", text_color=MIG_LINE,
-                                        text_align="center", text_baseline="bottom"))
+        add_glyph(fig, src["mig"], Text(x="x", y="y", text="text", text_font_size=f"{MIG_FONT_PX}px",
+                                        text_color=MIG_LINE, text_align="center", text_baseline="bottom"))
         add_glyph(fig, src["marks"], Text(x="x", y="y", text="text", text_color="colour", text_font_size="11px",
                                           text_font_style="bold", text_align="center", text_baseline="middle"))
-        add_glyph(fig, src["labels"], Text(x="x", y="y", text="text", text_font_size="9px", text_color=MUTED_ON_DARK,
-                                           text_baseline="bottom"))
+        r_labels = add_glyph(fig, src["labels"], Text(x="x", y="y", text="text", text_font_size=f"{LABEL_FONT_PX}px",
+                                                      text_color=MUTED_ON_DARK, text_baseline="bottom"))
+        fig.add_tools(HoverTool(renderers=[r_labels], tooltips=[("node", "@full")]))     # a label cut short
         slice_tips = [("pod", "@task"), ("job", "@job"), ("queue", "@queue"), ("status", "@status"),
                       ("node / GPU", "@node / @gpu"), ("share", "@share{0.[00]} GPU"),
                       ("memory used / share", "@mem{0,0.0} / @mem_share{0,0.0} GiB"), ("util", "@util{0.0} %"),
@@ -471,9 +597,42 @@ class GpusView(View):
 
     def _on_tap(self, attr, old, new) -> None:
         if new:
-            nodes = self.sources["devices"].data["node"]
-            if 0 <= new[0] < len(nodes):
-                self.selection.node = str(nodes[new[0]])
+            data = self.sources["devices"].data
+            if 0 <= new[0] < len(data["node"]):
+                node, gpu = str(data["node"][new[0]]), int(data["gpu"][new[0]])
+                self.selection.node = node
+                if not self._linking:       # a click in the grid: the GPU's rows in the table
+                    keys = list(self.node_table.value.index) if self.node_table.value is not None else []
+                    self._link(lambda: setattr(self.node_table, "selection", [
+                        i for i, k in enumerate(keys) if (node, gpu) in self._row_cells.get(k, ())]))
+
+    def _on_row_select(self, positions: list[int]) -> None:
+        """Outline in the grid the GPU(s) of the slice table's selected row (a MIG instance: every cell it
+        spans); none on this page: nothing outlined."""
+        if self._linking:
+            return
+        keys = self.node_table.value.index if self.node_table.value is not None else []
+        want = {c for i in positions if 0 <= i < len(keys) for c in self._row_cells.get(keys[i], ())}
+        data = self.sources["devices"].data
+        idx = [i for i, (n, g) in enumerate(zip(data["node"], data["gpu"])) if (n, int(g)) in want]
+        self._link(lambda: setattr(self.sources["devices"].selected, "indices", idx))
+
+    def _picked_gpus(self) -> set[tuple[str, int]]:
+        """``(node, GPU)`` of the devices picked in the grid now."""
+        data = self.sources["devices"].data
+        nodes, gpus = data.get("node", []), data.get("gpu", [])
+        return {(str(nodes[i]), int(gpus[i])) for i in self.sources["devices"].selected.indices if i < len(nodes)}
+
+    def _link(self, change) -> None:
+        """Make a selection ``change`` without its watcher answering back. Unlocked: a table's selection event
+        arrives outside the document's lock, where changing a Bokeh model directly raised ("_pending_writes
+        should be non-None")."""
+        self._linking = True
+        try:
+            with unlocked():
+                change()
+        finally:
+            self._linking = False
 
     # ---------------------------------------------------------------------------------------- render
 
@@ -511,14 +670,19 @@ class GpusView(View):
         if key != self._layout_key:
             # A new layout (filter, page): the same figure, resized, its ranges moved (models keep their ids).
             self._layout_key = key
-            px = max(16.0, min(40.0, 1150.0 / max(xr[1] - xr[0], 1)))
-            height = int(max(120, (yr[1] - yr[0]) * px + 20))
+            height = int(max(120, (yr[1] - yr[0]) * grid_px(xr) + 20))
             self.fig.update(height=height)
             self.fig.x_range.update(start=xr[0], end=xr[1])
             self.fig.y_range.update(start=yr[0], end=yr[1])
             self.plot.height = height + 10
+        picked = self._picked_gpus()
         for name, data in layers.items():
             assign_columns(self.sources[name], data)
+        if picked:      # the picked GPUs where the new layout draws them (an index would now be another GPU's)
+            idx = [i for i, c in enumerate(zip(layers["devices"]["node"], layers["devices"]["gpu"]))
+                   if (str(c[0]), int(c[1])) in picked]
+            if idx != list(self.sources["devices"].selected.indices):
+                self._link(lambda: setattr(self.sources["devices"].selected, "indices", idx))
         if list(self.node_select.options) != [""] + list(nodes):
             self.node_select.options = [""] + list(nodes)
         all_g = m.gpus()
@@ -531,7 +695,8 @@ class GpusView(View):
             f'translucent with a dashed edge = releasing or pipelined; red edge and ! = a pod over its memory share '
             f'(OOM risk); amber dashed edge and z = allocated but idle; '
             f'<span style="color:{WOULD}">blue dashed outline</span> = KAI would bind there next cycle (around a GPU when its device is known, else around the node; '
-            f'{len(layers["overlay"]["x0"])} on this page; not yet the cluster); click a GPU for its node.'
+            f'{len(layers["overlay"]["x0"])} on this page; not yet the cluster); click a GPU for its node\'s pods (its own rows picked); '
+            f'<span style="color:{SELECTED}">pink outline</span> = the GPU(s) picked, here or as a row of the table.'
             + (' On MIG nodes a cell is one GPU-equivalent as KAI counts them: a white outline is one MIG instance '
                '(a 3g.40gb spans 3 cells), cells outside the outlines are whole GPUs.'
                if len(layers["mig"]["x0"]) else '') + '</div>')
@@ -593,8 +758,17 @@ class GpusView(View):
         sl = self.model.slices()
         rows = slice_rows(sl, node)
         rows["job_pod"] = job_pod_labels(rows, sl)
-        update_table(self.node_table, keyed(rows, "task")[SLICE_COLUMNS])
-        hidden = [] if (rows["dra"].astype(str) != "").any() else ["dra"]   # DRA column: only where it says something
+        if node != self._table_node:       # another node's rows: no row and no GPU stays picked
+            self._table_node = node
+            self._link(lambda: setattr(self.node_table, "selection", []))
+            devices = self.sources["devices"]
+            if any(str(devices.data["node"][i]) != node for i in devices.selected.indices
+                   if i < len(devices.data["node"])):
+                self._link(lambda: setattr(devices.selected, "indices", []))
+        self._row_cells = {k: [(node, c) for c in cells] for k, cells in zip(rows["key"], rows["cells"])}
+        update_table(self.node_table, keyed(rows, "key")[SLICE_COLUMNS])
+        # the MIG and DRA columns: only where they say something
+        hidden = [c for c in ("mig", "dra") if not (rows[c].astype(str) != "").any()]
         if self.node_table.hidden_columns != hidden:
             self.node_table.hidden_columns = hidden
 
