@@ -57,6 +57,25 @@ def test_can_reclaim_requires_all_resources_within_fair_share_and_deserved_for_n
     assert not can_reclaim(s, np_job, np.array([3.0, 0, 0]))     # non-preemptible: 0 + 3 > deserved 2
 
 
+def test_can_reclaim_compares_exactly_one_ulp_over_fails():
+    """KAI compareQuantities has no tolerance: 0.1 + 0.2 = 0.30000000000000004 is above a share of 0.3, in the
+    fair-share gate and in the non-preemptible deserved gate; the share itself (0.3 + 0.0) passes."""
+    s = session_from_yaml(TREE)
+    qs = s.queues
+    t2 = qs.index["t2"]
+    qs.fair_share[t2] = [0.3, -1, -1]
+    qs.deserved[t2] = [0.3, -1, -1]
+    r, np_job = s.job_index["r"], s.job_index["np"]
+    _set_allocated(qs, t2, [0.1, 0, 0])
+    assert 0.1 + 0.2 > 0.3                                         # the float edge this test is about
+    assert not can_reclaim(s, r, np.array([0.2, 0, 0]))           # one ulp over the fair share
+    assert can_reclaim(s, r, np.array([0.19999999999999998, 0, 0]))   # 0.1 + this == 0.3 exactly
+    qs.fair_share[t2, 0] = 1.0
+    qs.allocated_np_rows[t2] = [0.1, 0.0, 0.0]
+    assert can_reclaim(s, r, np.array([0.2, 0, 0]))               # preemptible: only the fair share counts
+    assert not can_reclaim(s, np_job, np.array([0.2, 0, 0]))      # non-preemptible: one ulp over deserved 0.3
+
+
 def _set_allocated(qs, q: int, row: list) -> None:
     """Set one queue's Allocated by hand (its plain-Python row, which the engine reads, and the array)."""
     qs.allocated_rows[q] = [float(x) for x in row]

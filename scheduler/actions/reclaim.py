@@ -4,7 +4,8 @@
 For every pending job in queue/job order (jobs inside their preemption delay skipped, §c.8):
 
 1. ``CanReclaimResources``: the job's leaf queue ``Allocated + chunk ≤ FairShare`` in all three resources;
-   a non-preemptible job also needs ``AllocatedNonPreemptible + chunk ≤ Deserved``.
+   a non-preemptible job also needs ``AllocatedNonPreemptible + chunk ≤ Deserved``. Every comparison here is
+   exact float64, as KAI's ``compareQuantities`` (docs/actions.md, *Float comparisons*).
 2. Victim candidates: preemptible jobs with an active task in *other* leaf queues, passing
 
    - the proportion victim filter on the *leveled* queues (the first hierarchy level where the two ancestor
@@ -48,16 +49,17 @@ from .solver import Solver, note_failed_search, sim_tasks_to_allocate
 from .victims import Batch, JobFacts, LeafStart, VictimQueue, eviction_triggers, merge_by_job
 
 R_GPU, R_CPU, R_MEM = 0, 1, 2
-_EPS = 1e-9
 
 
 def _le(a: float, b: float) -> bool:
-    """KAI ``compareQuantities(a, b) <= 0`` with −1 as +infinity (and float tolerance)."""
+    """KAI ``compareQuantities(a, b) <= 0`` with −1 as +infinity: exact, no float tolerance, as KAI compares
+    (``resource_share/resource_quantities.go``). A sum one ulp above a share is above it (docs/actions.md,
+    *Float comparisons*)."""
     if a == UNLIMITED:
         return b == UNLIMITED
     if b == UNLIMITED:
         return True
-    return a <= b + _EPS
+    return a <= b
 
 
 def _le3(a: list, b: list) -> bool:
@@ -148,9 +150,9 @@ def filter_victim_queue(session, reclaimer_queue: int, req: np.ndarray, victim_q
     for res in range(3):
         if req[res] <= 0 or deserved_v[res] == UNLIMITED:
             continue
-        if alloc_v[res] > deserved_v[res] + _EPS:
+        if alloc_v[res] > deserved_v[res]:   # exact, as KAI's filter_victims.go
             return True
-        if alloc_v[res] < deserved_v[res] - _EPS:
+        if alloc_v[res] < deserved_v[res]:
             has_under = True
     return not has_under
 
@@ -381,7 +383,7 @@ def _message_text(names: list, chains: list, fair_share: np.ndarray, deserved: n
         return f"queue {names[leaf]}" + ("" if lvl == leaf else f" (compared at {names[lvl]})")
 
     va, vfs, vd = alloc[v_lvl][res], fair_share[v_lvl, res], deserved[v_lvl, res]
-    rel = ">" if va > vfs + _EPS else "≤"
+    rel = ">" if va > vfs else "≤"
     vd_text = "unlimited" if vd == UNLIMITED else amount(vd)
     return (f"reclaim for job {reclaimer} of {where(rq, r_lvl)} "
             f"(allocated {amount(alloc[r_lvl][res])} / fair share {amount(fair_share[r_lvl, res])} "
