@@ -12,6 +12,18 @@ from bench.kai_diff_gen import generate_document
 from bench.kai_diff_kai import parse_log
 from bench.kai_diff_kaidash import kaidash_decisions
 
+
+TWO_JOBS_ONE_NODE = """
+nodes:
+  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
+queues:
+  - {name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - {name: j1, namespace: ns, queue: q, creation_time: 1, tasks: [{name: ns/j1-0, gpu: 1, cpu_millis: 1000}]}
+  - {name: j2, namespace: ns, queue: q, creation_time: 2, tasks: [{name: ns/j2-0, gpu: 2, cpu_millis: 1000}]}
+"""
+"""Room for both jobs' GPUs on one node: every job order decides the same."""
+
 LOG = """\
 2026-11-24T01:30:52.772Z\t\x1b[34mINFO\x1b[0m\tresource_division/resource_division.go:68\t[\x1b[32msnapshot-runner\x1b[0m] \
 Resource division result for queue <llm>: Queue Priority: <100>, GPU: deserved: <8>, requested: <16>, maxAllowed: <16>, \
@@ -195,15 +207,7 @@ def test_job_orders_probe_counts_random_job_orders_that_decide_as_kai(tmp_path):
     from scheduler.snapshot_io import loads_snapshot
     from scheduler.sources.kai_export import write_kai_zip
 
-    snap = loads_snapshot("""
-nodes:
-  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
-queues:
-  - {name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}
-jobs:
-  - {name: j1, namespace: ns, queue: q, creation_time: 1, tasks: [{name: ns/j1-0, gpu: 1, cpu_millis: 1000}]}
-  - {name: j2, namespace: ns, queue: q, creation_time: 2, tasks: [{name: ns/j2-0, gpu: 2, cpu_millis: 1000}]}
-""")
+    snap = loads_snapshot(TWO_JOBS_ONE_NODE)
     path = tmp_path / "c.zip"
     write_kai_zip(snap, path)
     own = kaidash_decisions(str(path))
@@ -244,15 +248,7 @@ def test_a_zip_difference_the_format_limits_do_not_explain_is_a_self_check_failu
     from scheduler.engine import run_session
     from scheduler.snapshot_io import loads_snapshot
 
-    snap = loads_snapshot("""
-nodes:
-  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
-queues:
-  - {name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}
-jobs:
-  - {name: j2, namespace: ns, queue: q, creation_time: 2, tasks: [{name: ns/j2-0, gpu: 2, cpu_millis: 1000}]}
-  - {name: j1, namespace: ns, queue: q, creation_time: 1, tasks: [{name: ns/j1-0, gpu: 1, cpu_millis: 1000}]}
-""")
+    snap = loads_snapshot(TWO_JOBS_ONE_NODE)
     own = result_decisions(snap, run_session(snap))
     assert own["allocated"] == {"ns/j1-0": "n1", "ns/j2-0": "n1"}
     assert format_limits_explaining(snap, own) != []
