@@ -12,6 +12,18 @@ from bench.kai_diff_gen import generate_document
 from bench.kai_diff_kai import parse_log
 from bench.kai_diff_kaidash import kaidash_decisions
 
+
+TWO_JOBS_ONE_NODE = """
+nodes:
+  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
+queues:
+  - {name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}
+jobs:
+  - {name: j1, namespace: ns, queue: q, creation_time: 1, tasks: [{name: ns/j1-0, gpu: 1, cpu_millis: 1000}]}
+  - {name: j2, namespace: ns, queue: q, creation_time: 2, tasks: [{name: ns/j2-0, gpu: 2, cpu_millis: 1000}]}
+"""
+"""Room for both jobs' GPUs on one node: every job order decides the same."""
+
 LOG = """\
 2026-11-24T01:30:52.772Z\t\x1b[34mINFO\x1b[0m\tresource_division/resource_division.go:68\t[\x1b[32msnapshot-runner\x1b[0m] \
 Resource division result for queue <llm>: Queue Priority: <100>, GPU: deserved: <8>, requested: <16>, maxAllowed: <16>, \
@@ -195,15 +207,7 @@ def test_job_orders_probe_counts_random_job_orders_that_decide_as_kai(tmp_path):
     from scheduler.snapshot_io import loads_snapshot
     from scheduler.sources.kai_export import write_kai_zip
 
-    snap = loads_snapshot("""
-nodes:
-  - {name: n1, gpus: 4, gpu_memory_mib: 81920, cpu_millis: 64000, memory_bytes: 512Gi}
-queues:
-  - {name: q, gpu: {quota: -1}, cpu: {quota: -1}, memory: {quota: -1}}
-jobs:
-  - {name: j1, namespace: ns, queue: q, creation_time: 1, tasks: [{name: ns/j1-0, gpu: 1, cpu_millis: 1000}]}
-  - {name: j2, namespace: ns, queue: q, creation_time: 2, tasks: [{name: ns/j2-0, gpu: 2, cpu_millis: 1000}]}
-""")
+    snap = loads_snapshot(TWO_JOBS_ONE_NODE)
     path = tmp_path / "c.zip"
     write_kai_zip(snap, path)
     own = kaidash_decisions(str(path))
@@ -212,3 +216,41 @@ jobs:
     assert job_orders_matching(str(path), [own], 5) == 5
     other = dict(own, allocated={"ns/j1-0": "n1"})
     assert job_orders_matching(str(path), [other], 5) == 0
+
+
+def test_as_the_zip_holds_changes_a_state_as_the_kai_zip_round_trip_does(tmp_path):
+    """The self-check's model of the zip's limits: jobs in the import's order, whole-GPU tasks without device
+    indices; on a snapshot whose jobs are not in key order and whose whole-GPU tasks have indices."""
+    from bench.kai_diff_whatif import ZIP_FORMAT_LIMITS, as_the_zip_holds
+    from scheduler.snapshot_io import load_snapshot
+    from scheduler.sources.kai_export import kai_names, write_kai_zip
+    from scheduler.sources.kai_snapshot import import_kai_snapshot
+
+    snap = load_snapshot("examples/small-cluster.yaml")
+    assert [j.key for j in snap.jobs] != sorted(j.key for j in snap.jobs)
+    assert any(t.gpu_indices and not t.is_fractional for _, t in snap.iter_tasks())
+    write_kai_zip(snap, tmp_path / "s.zip")
+    back = import_kai_snapshot(tmp_path / "s.zip").snapshot
+    jobs, tasks = kai_names(snap)
+    held = as_the_zip_holds(snap, ZIP_FORMAT_LIMITS)
+    assert [jobs[j.key] for j in held.jobs] == [j.key for j in back.jobs]
+    assert {tasks[t.name]: t.gpu_indices for _, t in held.iter_tasks()} == \
+        {t.name: t.gpu_indices for _, t in back.iter_tasks()}
+    assert [j.key for j in snap.jobs] != [j.key for j in held.jobs]   # the input is left as it was
+    untouched = as_the_zip_holds(snap, ())
+    assert [j.key for j in untouched.jobs] == [j.key for j in snap.jobs]
+    assert [t.gpu_indices for _, t in untouched.iter_tasks()] == [t.gpu_indices for _, t in snap.iter_tasks()]
+
+
+def test_a_zip_difference_the_format_limits_do_not_explain_is_a_self_check_failure():
+    from bench.kai_diff_kaidash import result_decisions
+    from bench.kai_diff_whatif import format_limits_explaining
+    from scheduler.engine import run_session
+    from scheduler.snapshot_io import loads_snapshot
+
+    snap = loads_snapshot(TWO_JOBS_ONE_NODE)
+    own = result_decisions(snap, run_session(snap))
+    assert own["allocated"] == {"ns/j1-0": "n1", "ns/j2-0": "n1"}
+    assert format_limits_explaining(snap, own) != []
+    lossy = dict(own, allocated={"ns/j1-0": "n1"})   # as if the round trip had lost j2's request
+    assert format_limits_explaining(snap, lossy) == []
