@@ -460,6 +460,13 @@ class Task:
     def gpu_index(self) -> Optional[int]:
         return self.gpu_indices[0] if self.gpu_indices else None
 
+    def device_share(self, node_gpu_memory_mib: float) -> float:
+        """The fraction of each GPU device this task uses on a node with that GPU memory: a whole device for a
+        whole-GPU request, the fraction for ``gpu-fraction``, the memory's fraction for ``gpu-memory``."""
+        if self.gpu_memory_mib is not None:
+            return memory_to_fraction(self.gpu_memory_mib, node_gpu_memory_mib)
+        return 1.0 if self.gpu >= 1 else self.gpu
+
     def gpus_on(self, node_gpu_memory_mib: float) -> float:
         """GPU devices this task accounts for on a node with that GPU memory (KAI's rounding up to 0.01)."""
         if self.gpu_memory_mib is None:

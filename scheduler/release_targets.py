@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .model import ALLOCATED_STATUSES, Job, Node, Snapshot, Task, memory_to_fraction
+from .model import ALLOCATED_STATUSES, Job, Node, Snapshot, Task
 from .session.predicates import matches_node, untolerated_taints
 
 EPS = 1e-9
@@ -49,12 +49,9 @@ def pod_demand(task: Task, nodes: list[Node]) -> Optional[PodDemand]:
     for n in nodes:
         if not (n.ready and n.schedulable and n.gpus >= devices and matches_node(c, n) and not untolerated_taints(n, c)):
             continue
-        if task.gpu_memory_mib is not None:
-            if task.gpu_memory_mib > n.gpu_memory_mib:
-                continue
-            shares[n.name] = memory_to_fraction(task.gpu_memory_mib, n.gpu_memory_mib)
-        else:
-            shares[n.name] = 1.0 if task.gpu >= 1 else task.gpu
+        if task.gpu_memory_mib is not None and task.gpu_memory_mib > n.gpu_memory_mib:
+            continue
+        shares[n.name] = task.device_share(n.gpu_memory_mib)
     return PodDemand(task.name, devices, shares)
 
 
@@ -65,10 +62,7 @@ def job_holdings(job: Job, nodes: dict[str, Node]) -> Holdings:
         node = nodes.get(t.node or "")
         if node is None or t.status not in ALLOCATED_STATUSES or not t.is_gpu or not node.gpus:
             continue
-        if t.gpu_memory_mib is not None:
-            per = memory_to_fraction(t.gpu_memory_mib, node.gpu_memory_mib)
-        else:
-            per = 1.0 if t.gpu >= 1 else t.gpu
+        per = t.device_share(node.gpu_memory_mib)
         want = int(t.gpu) if (t.gpu_memory_mib is None and t.gpu >= 1) else max(1, t.gpu_devices)
         idx = [i for i in t.gpu_indices if 0 <= i < node.gpus][:want]
         idx += [i for i in range(node.gpus) if i not in idx][:want - len(idx)]
@@ -148,8 +142,7 @@ def _greedy(occ: dict[str, list[float]], holdings: dict[str, Holdings], totals: 
 
     def release(key: str, where: dict[str, list[float]]) -> None:
         for name, devs in holdings[key].items():
-            for i, used in devs.items():
-                where[name][i] = max(0.0, where[name][i] - used)
+            where[name] = _without(where[name], devs)
 
     for key in released:
         release(key, occ)

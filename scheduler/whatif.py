@@ -384,12 +384,7 @@ def gpu_occupancy(snap: Snapshot) -> dict[str, list[float]]:
             continue
         node = nodes[t.node]
         devices = used[t.node]
-        if t.gpu_memory_mib is not None:
-            per = memory_to_fraction(t.gpu_memory_mib, node.gpu_memory_mib)
-        elif t.gpu >= 1:
-            per = 1.0
-        else:
-            per = t.gpu
+        per = t.device_share(node.gpu_memory_mib)
         idx = [i for i in t.gpu_indices if 0 <= i < len(devices)]
         want = int(t.gpu) if (t.gpu_memory_mib is None and t.gpu >= 1) else max(1, t.gpu_devices)
         if len(idx) < want:  # no recorded devices: take the first free ones (whole GPUs), least used (shares)

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from ..model import Node
+from ..model import Node, mig_gpus, mig_memory_mib
 
 PROFILE_LABEL = "GPU_I_PROFILE"
 INSTANCE_LABEL = "GPU_I_ID"
@@ -29,7 +29,8 @@ INSTANCE_LABEL = "GPU_I_ID"
 GPU_SLICES = 7
 """Compute slices of a MIG-capable GPU (A100, H100, H200: ``7g.*`` is the whole GPU)."""
 
-_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb((?:\+[a-z0-9]+)*)$")
+_SUFFIXES = re.compile(r"^(?:\+[a-z0-9]+)*$")
+"""What may follow ``<G>g.<M>gb`` in dcgm-exporter's profile label: ``+me``-style options."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,11 @@ class Profile:
 
 def parse_profile(name: str) -> Optional[Profile]:
     """The profile ``name`` stands for, or None for a string that is not one (``"7g"``, ``"MIG 1g"``)."""
-    m = _PROFILE.match(name or "")
-    if not m or int(m.group(1)) < 1:
+    base, plus, options = (name or "").partition("+")
+    slices = mig_gpus(base)   # the snapshot's reading of <G>g.<M>gb (model.MIG_PROFILE), 0 when it is not one
+    if slices < 1 or not _SUFFIXES.match(plus + options):
         return None
-    return Profile(name=name, slices=int(m.group(1)), memory_mib=float(m.group(2)) * 1024.0)
+    return Profile(name=name, slices=slices, memory_mib=mig_memory_mib(base))
 
 
 @dataclass(frozen=True)
