@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from metrics_scenario import metrics_snapshot
 from scheduler.metrics import variants as V
 from scheduler.metrics.exporter import ExporterServer, ExporterState, render_exposition, simulate_gpus
+from scheduler.model import Node, Snapshot
 
 MIB = 1024 * 1024
 RESERVATION_L4_1 = "gpu-reservation-l4-0-" + hashlib.sha256(b"l4-0/grp-l4-1").hexdigest()[:5]
@@ -185,3 +186,18 @@ def test_http_server_serves_metrics(snap):
 def test_unknown_variant_is_rejected():
     with pytest.raises(ValueError, match="unknown exporter variant"):
         ExporterState(variant="5.0")
+
+
+def test_model_name_reads_as_nvml_reports_it():
+    """dcgm-exporter's modelName is NVML's device name ("NVIDIA A100-SXM4-80GB"): a model from GPU feature
+    discovery's label ("NVIDIA-A100-SXM4-80GB") must not get a second vendor prefix."""
+    from scheduler.metrics.exporter import model_name
+
+    assert model_name("NVIDIA-A100-SXM4-80GB") == "NVIDIA A100-SXM4-80GB"
+    assert model_name("NVIDIA A100-SXM4-80GB") == "NVIDIA A100-SXM4-80GB"
+    assert model_name("H100") == "NVIDIA H100"
+    assert model_name(None) == "NVIDIA GPU"
+    snap = Snapshot(nodes=[Node(name="a100-0", gpus=1, gpu_memory_mib=81920, gpu_model="NVIDIA-A100-SXM4-80GB")],
+                    queues=[], jobs=[])
+    text = render_exposition(simulate_gpus(snap), "classic")
+    assert 'modelName="NVIDIA A100-SXM4-80GB"' in text and "NVIDIA NVIDIA" not in text

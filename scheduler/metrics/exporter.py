@@ -129,6 +129,17 @@ class SimGpu:
         return self.index if self.gpu_label is None else self.gpu_label
 
 
+def model_name(gpu_model: Optional[str]) -> str:
+    """DCGM's ``modelName`` for a node's GPU model: the device name NVML reports, e.g. "NVIDIA A100-SXM4-80GB". A
+    model taken from GPU feature discovery's ``nvidia.com/gpu.product`` label already carries the vendor, with a
+    hyphen where NVML has a space ("NVIDIA-A100-SXM4-80GB"); a short model ("H100") gets the vendor prefixed."""
+    if not gpu_model:
+        return "NVIDIA GPU"
+    if gpu_model[:7].upper() in ("NVIDIA-", "NVIDIA ", "NVIDIA_"):
+        return "NVIDIA " + gpu_model[7:]
+    return gpu_model if gpu_model.upper() == "NVIDIA" else f"NVIDIA {gpu_model}"
+
+
 def _power_range(model: Optional[str]) -> tuple[float, float]:
     for key, rng in POWER_RANGE_W.items():
         if model and key.lower() in model.lower():
@@ -183,8 +194,7 @@ class SimFrame:
         rows_of: dict[str, list[int]] = {}
         for k, node in enumerate(nodes):
             a, b = first[k], first[k + 1]
-            model = f"NVIDIA {node.gpu_model}" if node.gpu_model else "NVIDIA GPU"
-            self.model_name.extend([model] * (b - a))
+            self.model_name.extend([model_name(node.gpu_model)] * (b - a))
             total[a:b] = float(node.gpu_memory_mib)
             idle_w[a:b], max_w[a:b] = _power_range(node.gpu_model)
             rows_of.setdefault(node.name, []).append(a)  # a repeated name sees the same holders, as before
