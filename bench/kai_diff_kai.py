@@ -128,4 +128,31 @@ def run_snapshot_tool(binary: str | Path, zip_path: str | Path, verbosity: int =
     if proc.returncode != 0:
         tail = ANSI.sub("", log)[-2000:]
         return KaiRun(None, log, f"exit status {proc.returncode}: {tail}", elapsed)
-    return KaiRun(parse_log(log), log, None, elapsed)
+    return KaiRun(with_queue_names(parse_log(log), zip_path), log, None, elapsed)
+
+
+def queue_names_by_display(zip_path: str | Path) -> dict[str, str]:
+    """``display name -> queue name`` of the zip's queues that have a ``spec.displayName`` other than their name
+    (and not another queue's name): KAI's resource-division log names a queue by its display name."""
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(zip_path) as zf:
+        doc = json.loads(zf.read(zf.namelist()[0]))
+    queues = (doc.get("rawObjects") or {}).get("queues") or []
+    names = {q["metadata"]["name"] for q in queues}
+    out = {}
+    for q in queues:
+        shown = (q.get("spec") or {}).get("displayName")
+        if shown and shown != q["metadata"]["name"] and shown not in names:
+            out[shown] = q["metadata"]["name"]
+    return out
+
+
+def with_queue_names(decisions: Decisions, zip_path: str | Path) -> Decisions:
+    """``decisions`` with fair shares keyed by queue name where KAI's log used the display name."""
+    rename = queue_names_by_display(zip_path)
+    if rename:
+        decisions.fair_share = {rename.get(q, q): v for q, v in decisions.fair_share.items()}
+        decisions.queue_numbers = {rename.get(q, q): v for q, v in decisions.queue_numbers.items()}
+    return decisions

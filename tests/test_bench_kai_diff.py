@@ -9,7 +9,7 @@ import json
 
 from bench.kai_diff import compare, main, object_features, parse_seeds, run_seed
 from bench.kai_diff_gen import generate_document
-from bench.kai_diff_kai import parse_log
+from bench.kai_diff_kai import parse_log, with_queue_names
 from bench.kai_diff_kaidash import kaidash_decisions
 
 
@@ -52,6 +52,24 @@ def test_parse_log_reads_committed_decisions_and_fair_share():
     assert d.evicted == {"team-b/v-0": "reclaim", "team-c/g-0": "stalegangeviction"}
     assert d.fair_share["llm"] == {"gpu": 13.5, "cpu": 128.0, "memory": 1099.511}
     assert d.queue_numbers["llm"]["cpu"]["deserved"] == float("inf")
+
+
+def test_fair_share_read_under_the_queue_name_where_kai_logs_the_display_name(tmp_path):
+    """KAI names a queue by its spec.displayName when it has one (``queue_info.go NewQueueInfo``), so its
+    resource-division log line reads "Inference" for queue ``inference``: the comparison must key by name."""
+    from bench.kai_diff import write_zip
+
+    queues = [{"metadata": {"name": "inference"}, "spec": {"displayName": "Inference"}},
+              {"metadata": {"name": "llm"}, "spec": {}},
+              {"metadata": {"name": "shadow"}, "spec": {"displayName": "llm"}}]   # another queue's name: kept
+    zpath = tmp_path / "s.zip"
+    write_zip({"rawObjects": {"queues": queues}}, zpath)
+    d = parse_log(LOG.replace("<llm>", "<Inference>"))
+    assert set(d.fair_share) == {"Inference"}
+    d = with_queue_names(d, zpath)
+    assert d.fair_share == {"inference": {"gpu": 13.5, "cpu": 128.0, "memory": 1099.511}}
+    assert set(d.queue_numbers) == {"inference"}
+    assert set(with_queue_names(parse_log(LOG), zpath).fair_share) == {"llm"}
 
 
 def test_compare_per_type_with_kai_precision():
