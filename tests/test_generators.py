@@ -34,3 +34,33 @@ def test_node_local_greedy_lists_a_jobs_recorded_victims_with_its_new_ones():
     assert len(result.evicted) == 2                                        # e-2 once, not twice
     assert {t: d.status for t, d in result.tasks.items() if t.startswith("b-")} == {"b-0": "pipelined",
                                                                                    "b-1": "pipelined"}
+
+
+# KAI's pend-77 search on the what-if cluster with its queue quota slider moved (the 64-node demo, one session;
+# snapshot-tool d5bc503 on its exported zip, 6 of 6 runs alike): the victim-set sizes of its first 82 scenarios,
+# and its 78th scenario (MultiNodeGang, after the victim pops pend-18, pend-10, pend-6, pend-2, run-191).
+_PEND_77_SIZES = [3, 1, 1, 1, 2, 1, 3, 1, 1, 4, 1, 1, 5, 6, 2, 3, 1, 2, 5, 2, 3, 3, 7, 1, 3, 1, 2, 4, 2, 1, 1, 3,
+                  4, 2, 3, 5, 6, 2, 2, 3, 1, 2, 3, 1, 8, 4, 1, 1, 1, 1, 1, 2, 2, 1, 2, 1, 2, 1, 5, 1, 4, 2, 1, 1,
+                  2, 2, 1, 1, 2, 1, 4, 2, 5, 6, 6, 8, 11, 12, 16, 7, 9, 18]
+_PEND_77_78TH = ["pend-26-0", "pend-26-1", "pend-42-0", "pend-54-0", "run-191-0", "run-23-0", "run-28-0",
+                 "run-42-0", "run-51-0", "run-52-0", "run-54-0", "run-89-0"]
+
+
+def test_multi_node_gang_reads_the_nodes_as_the_rolled_back_scenarios_left_them():
+    """KAI's sub-scenario emitter reads each node's idle + releasing GPUs when it is built
+    (``sub_scenario_emitter.go: nodeCapacities``, ``baselineCapacity``), and a probe's accumulated-GPU filter when
+    the probe starts (``pod_scenario_builder.go: NewPodAccumulatedScenarioBuilder``), not when the job's search
+    began. On this cluster h100-32 holds pend-2 (4 GPUs) pipelined onto run-92's releasing GPUs next to two shared
+    GPUs; the NodeLocalGreedy scenarios that evict and roll back those fractions leave the node at -4 idle +
+    releasing GPUs (KAI's ``gpu_sharing_node_info.go`` count, kept by kaidash). Once pend-2 is popped, h100-32
+    offers -4 + 6 GPUs of victims = 2 < the 4 pend-77 asks for, so KAI leaves the node out and its next scenario adds
+    run-191 (l40s-62); read at the search's start (0 + 6) the node joined the last sub-scenario with its seven
+    pods, a scenario KAI never tries."""
+    from bench.whatif_latency import SLIDERS, cluster_64
+    snap = SLIDERS["queue quota"].apply(cluster_64())
+    with scenario_trace() as trace:
+        run_session(snap)
+    tried = [(gen, new) for action, job, gen, _k, _p, _r, new, _ok in trace if action == "reclaim" and job == "pend-77"]
+    assert [len(new) for _g, new in tried[:82]] == _PEND_77_SIZES
+    assert tried[77] == ("MultiNodeGang", _PEND_77_78TH)
+    assert not any("pend-2-0" in new for gen, new in tried if gen == "MultiNodeGang")

@@ -156,7 +156,7 @@ def test_patched_gpu_capacity_equals_a_fresh_one(case, tmp_path, monkeypatch):
     fast = _decisions(snap)
     assert checked and any(fits)
     # the held scenario's filter (Solver._repeat_last_probe) with the capacities copied and scanned in full
-    monkeypatch.setattr(solver_mod.Solver, "_raw_max", lambda self: None)
+    monkeypatch.setattr(solver_mod.Solver, "_raw_max", lambda self, raw: None)
     assert _decisions(snap) == fast
 
 
@@ -276,9 +276,9 @@ def test_victim_leaf_head_and_capacity_maximum_equal_fresh_ones(case, tmp_path, 
     real_max = solver_mod.Solver._raw_max
     maxima = []
 
-    def raw_max(self):
-        got = real_max(self)
-        assert got == (float(self._raw.max()) if self._raw.size else None)
+    def raw_max(self, raw):
+        got = real_max(self, raw)
+        assert got == (float(raw.max()) if raw.size else None)
         maxima.append(got)
         return got
 

@@ -31,7 +31,7 @@ from typing import Optional
 import numpy as np
 
 from .budgets import MULTI_NODE_GANG, NODE_LOCAL_GREEDY
-from .victims import SKIPPED, Batch, VictimQueue
+from .victims import SKIPPED, Batch, VictimQueue, raw_gpu_capacity
 
 
 @dataclass(eq=False)
@@ -76,7 +76,7 @@ class ProbeContext:
     recorded: list                  # Batch
     feasible: np.ndarray            # bool per node: the solver's feasible nodes and the recorded victims' nodes
     victims: VictimQueue            # a fresh victim queue
-    raw_capacity: np.ndarray        # idle + releasing GPUs per node, every node (KAI nodeIdleOrReleasingGpus)
+    raw_capacity: np.ndarray        # idle + releasing GPUs per node at the probe's start, every node (KAI nodeIdleOrReleasingGpus)
     gpu_quota: list = field(default_factory=list)   # GPUs each pending task requests (gpu-memory: 0)
     raw_max: Optional[float] = None  # raw_capacity.max() when known (nodes exist)
 
@@ -286,7 +286,11 @@ class _SubScenarios:
         s = ctx.session
         node, accepted = s.node, s.accepted
         self.batches = list(acc.potential)
-        recorded_freed, feasible_offer = _probe_offers(ctx)
+        # KAI's emitter reads the nodes' idle + releasing GPUs as they are when it is built (sub_scenario_emitter.go
+        # nodeCapacities, baselineCapacity), after the simulations rolled back before it: a discard can leave a
+        # node's GPU counts drifted (docs/engine.md), which the probe's start values would not show.
+        raw = raw_gpu_capacity(s)
+        recorded_freed, feasible_offer = _probe_offers(ctx, raw)
         node_batches: dict[int, list[int]] = {}
         first_seen: dict[int, int] = {}
         freed: dict[tuple, float] = {}   # (node, batch) -> GPUs the batch's tasks there hold, summed in task order
@@ -305,7 +309,6 @@ class _SubScenarios:
                     nb = (n, bi)
                     freed[nb] = freed.get(nb, 0) + accepted[i]
                 idx += 1
-        raw = ctx.raw_capacity
         cap = {}
         for n, bis in node_batches.items():
             c = recorded_freed.get(n, 0.0) + float(raw[n])
@@ -349,21 +352,24 @@ class _SubScenarios:
         return [self.batches[bi] for bi in sorted(picked)]
 
 
-def _probe_offers(ctx: ProbeContext) -> tuple[dict, list]:
-    """Per probe (kept on its context): GPUs the recorded victims free per node, and ``(node, idle + releasing
-    GPUs + recorded victims' GPUs)`` of every feasible node in node order (what :class:`_SubScenarios` sums)."""
+def _probe_offers(ctx: ProbeContext, raw: np.ndarray) -> tuple[dict, list]:
+    """GPUs the recorded victims free per node, and ``(node, idle + releasing GPUs in ``raw`` + recorded victims'
+    GPUs)`` of every feasible node in node order (what :class:`_SubScenarios` sums). Kept on the probe's context
+    while ``raw`` (a :func:`~.victims.raw_gpu_capacity` answer) is the same array: the nodes did not change."""
     hit = ctx.__dict__.get("_offers")
-    if hit is None:
-        node, accepted = ctx.session.node, ctx.session.accepted
-        recorded_freed: dict[int, float] = {}
-        for b in ctx.recorded:
-            for i in b.tasks:
-                if node[i] >= 0:
-                    recorded_freed[node[i]] = recorded_freed.get(node[i], 0.0) + accepted[i]
-        raw = ctx.raw_capacity
+    if hit is None or hit[0] is not raw:
+        if hit is None:
+            node, accepted = ctx.session.node, ctx.session.accepted
+            recorded_freed: dict[int, float] = {}
+            for b in ctx.recorded:
+                for i in b.tasks:
+                    if node[i] >= 0:
+                        recorded_freed[node[i]] = recorded_freed.get(node[i], 0.0) + accepted[i]
+        else:
+            recorded_freed = hit[1]
         offers = [(n, float(raw[n]) + recorded_freed.get(n, 0.0)) for n in np.nonzero(ctx.feasible)[0].tolist()]
-        hit = ctx._offers = (recorded_freed, offers)
-    return hit
+        hit = ctx._offers = (raw, recorded_freed, offers)
+    return hit[1], hit[2]
 
 
 def greedy_fits(req: list[float], cap: np.ndarray, cap_max: Optional[float] = None) -> bool:

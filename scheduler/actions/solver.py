@@ -233,8 +233,11 @@ class Solver:
                 if s.node[i] >= 0:
                     feasible[s.node[i]] = True
         quota = [s.request_gpus(i, None) for i in pending]
-        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._victims(), self._raw, quota,
-                           self._raw_max())
+        # KAI builds the probe's accumulated filters from the nodes as they are now (NewPodAccumulatedScenarioBuilder
+        # per probe, idle_gpus.go createGpuMap), not as they were when the search began: a rolled-back scenario
+        # can leave a node's GPU counts drifted (docs/engine.md, one idle GPU less after a discard).
+        raw = raw_gpu_capacity(s)
+        ctx = ProbeContext(s, self._j, pending, recorded, feasible, self._victims(), raw, quota, self._raw_max(raw))
         gen = gen_cls(ctx)
         own = task_classes(s, list(pending)) if self._check else None
         if k == len(self._tasks) and self._request is not None:
@@ -273,6 +276,8 @@ class Solver:
                 failed.add(sc.fingerprint())
                 self._trace(sc, k, False)
                 continue
+            if discard and k == len(self._tasks):   # the nodes before this simulation, for _repeat_last_probe
+                before = raw_gpu_capacity(s)
             sol = self._simulate(sc, feasible, request)
             rec.sizes.append((len(victims), sol is not None))
             self._trace(sc, k, sol is not None)
@@ -285,7 +290,7 @@ class Solver:
                 self._recorded = [b for b in sol.batches if any(i in moved_or_evicted for i in b.tasks)]
                 self._recorded_victims = sol.evicted + sol.moved
                 if k == len(self._tasks) and not sol.restored:
-                    self._held = (sol, feasible, quota, gen.acc.affinity)   # see _repeat_last_probe
+                    self._held = (sol, feasible, quota, gen.acc.affinity, before)   # see _repeat_last_probe
                 else:
                     sol.statement.discard()
             return _Probe(solution=sol)
@@ -321,19 +326,20 @@ class Solver:
         held, self._held = self._held, None
         if held is None:
             return None
-        sol, feasible, quota, affinity = held   # affinity: the probe's node-affinity masks (same pending tasks)
+        # affinity: the probe's node-affinity masks (same pending tasks); raw: the nodes' idle + releasing GPUs
+        # before the held simulation (KAI's final probe reads them after discarding it)
+        sol, feasible, quota, affinity, raw = held
         pending = tuple(self._tasks)
         sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
         ok = not gen_budget.exhausted() and not (self._failed and sc.fingerprint() in self._failed)
         if ok:
             # the accumulated filters on the recorded victims, with the nodes and GPUs they had before
-            raw = self._raw
             freed: dict[int, float] = {}   # node -> its capacity with the victims gone
             for n_, acc in sol.victim_nodes.values():
                 if n_ >= 0:
                     have = freed.get(n_)
                     freed[n_] = (raw[n_] if have is None else have) + acc
-            cap_max = self._raw_max()
+            cap_max = self._raw_max(raw)
             if cap_max is not None and len(quota) == 1 and all(v >= raw[n_] for n_, v in freed.items()):
                 cap = raw   # one task: the filter reads the largest capacity only
                 cap_max = max([cap_max] + [float(v) for v in freed.values()])
@@ -538,11 +544,11 @@ class Solver:
             return False
         return s.best_node(pending[0], allowed=allowed) >= 0
 
-    def _raw_max(self) -> Optional[float]:
-        """``self._raw.max()`` (None without nodes), once per capacity array."""
+    def _raw_max(self, raw: np.ndarray) -> Optional[float]:
+        """``raw.max()`` (None without nodes) of a :func:`raw_gpu_capacity` answer, once per capacity array."""
         hit = self.__dict__.get("_raw_max_of")
-        if hit is None or hit[0] is not self._raw:
-            hit = self._raw_max_of = (self._raw, raw_gpu_capacity_max(self.s, self._raw) if self._raw.size else None)
+        if hit is None or hit[0] is not raw:
+            hit = self._raw_max_of = (raw, raw_gpu_capacity_max(self.s, raw) if raw.size else None)
         return hit[1]
 
     watch_alone = True
