@@ -47,10 +47,9 @@ _PEND_77_78TH = ["pend-26-0", "pend-26-1", "pend-42-0", "pend-54-0", "run-191-0"
 
 
 def test_multi_node_gang_reads_the_nodes_as_the_rolled_back_scenarios_left_them():
-    """KAI's sub-scenario emitter reads each node's idle + releasing GPUs when it is built
-    (``sub_scenario_emitter.go: nodeCapacities``, ``baselineCapacity``), and a probe's accumulated-GPU filter when
-    the probe starts (``pod_scenario_builder.go: NewPodAccumulatedScenarioBuilder``), not when the job's search
-    began. On this cluster h100-32 holds pend-2 (4 GPUs) pipelined onto run-92's releasing GPUs next to two shared
+    """A probe's accumulated-GPU filter reads each node's idle + releasing GPUs when the probe starts
+    (``pod_scenario_builder.go: NewPodAccumulatedScenarioBuilder``), not when the job's search began, and so does
+    the sub-scenario emitter in kaidash (KAI's reads them when it is built: docs/actions.md, *Node counts*). On this cluster h100-32 holds pend-2 (4 GPUs) pipelined onto run-92's releasing GPUs next to two shared
     GPUs; the NodeLocalGreedy scenarios that evict and roll back those fractions leave the node at -4 idle +
     releasing GPUs (KAI's ``gpu_sharing_node_info.go`` count, kept by kaidash). Once pend-2 is popped, h100-32
     offers -4 + 6 GPUs of victims = 2 < the 4 pend-77 asks for, so KAI leaves the node out and its next scenario adds
@@ -64,3 +63,25 @@ def test_multi_node_gang_reads_the_nodes_as_the_rolled_back_scenarios_left_them(
     assert [len(new) for _g, new in tried[:82]] == _PEND_77_SIZES
     assert tried[77] == ("MultiNodeGang", _PEND_77_78TH)
     assert not any("pend-2-0" in new for gen, new in tried if gen == "MultiNodeGang")
+
+
+# KAI's whole scenario sequence on the queue-priority slider's second cycle (the same cluster; snapshot-tool
+# d5bc503, 6 of 6 runs alike): 377 scenarios, the 318th (pend-76's reclaim, MultiNodeGang) this one.
+_PRIORITY_C1_318TH = ["pend-2-0", "pend-67-0", "pend-71-0", "pend-71-1", "run-100-0", "run-23-0", "run-28-0",
+                      "run-45-0", "run-46-0", "run-71-0", "run-84-0", "run-92-0"]
+
+
+def test_multi_node_gang_reads_the_probes_start_not_the_drift_within_it():
+    """Within a probe kaidash's shared-GPU counts drift apart from KAI's where KAI regroups shared pods
+    (``ConsolidateSharedPodInfoToDifferentGPU``, not copied: docs/engine.md); reading the nodes as the probe found
+    them keeps the priority slider's second cycle on KAI's exact sequence, which a live read parts from at the
+    318th scenario (pend-42-0, pend-54-0, run-100-0, run-191-0 instead of KAI's twelve pods)."""
+    from bench.kai_diff_whatif import trajectory
+    from bench.whatif_latency import SLIDERS, cluster_64
+    state, _ = trajectory(SLIDERS["queue priority"].apply(cluster_64()), cycles=2)[1]
+    with scenario_trace() as trace:
+        run_session(state)
+    assert len(trace) == 377
+    action, job, gen, _k, _p, rec, new, _ok = trace[317]
+    assert (action, job, gen) == ("reclaim", "pend-76", "MultiNodeGang")
+    assert sorted(set(rec) | set(new)) == _PRIORITY_C1_318TH

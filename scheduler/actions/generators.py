@@ -31,7 +31,7 @@ from typing import Optional
 import numpy as np
 
 from .budgets import MULTI_NODE_GANG, NODE_LOCAL_GREEDY
-from .victims import SKIPPED, Batch, VictimQueue, raw_gpu_capacity
+from .victims import SKIPPED, Batch, VictimQueue
 
 
 @dataclass(eq=False)
@@ -76,7 +76,8 @@ class ProbeContext:
     recorded: list                  # Batch
     feasible: np.ndarray            # bool per node: the solver's feasible nodes and the recorded victims' nodes
     victims: VictimQueue            # a fresh victim queue
-    raw_capacity: np.ndarray        # idle + releasing GPUs per node at the probe's start, every node (KAI nodeIdleOrReleasingGpus)
+    raw_capacity: np.ndarray        # idle + releasing GPUs per node at the probe's start, every node
+                                    # (KAI nodeIdleOrReleasingGpus)
     gpu_quota: list = field(default_factory=list)   # GPUs each pending task requests (gpu-memory: 0)
     raw_max: Optional[float] = None  # raw_capacity.max() when known (nodes exist)
 
@@ -286,11 +287,13 @@ class _SubScenarios:
         s = ctx.session
         node, accepted = s.node, s.accepted
         self.batches = list(acc.potential)
-        # KAI's emitter reads the nodes' idle + releasing GPUs as they are when it is built (sub_scenario_emitter.go
-        # nodeCapacities, baselineCapacity), after the simulations rolled back before it: a discard can leave a
-        # node's GPU counts drifted (docs/engine.md), which the probe's start values would not show.
-        raw = raw_gpu_capacity(s)
-        recorded_freed, feasible_offer = _probe_offers(ctx, raw)
+        # The nodes' idle + releasing GPUs as the probe found them (ProbeContext.raw_capacity), drift left by earlier
+        # probes' rolled-back scenarios included. KAI's emitter reads them live when it is built
+        # (sub_scenario_emitter.go nodeCapacities, baselineCapacity); kaidash's counts drift apart from KAI's within
+        # a probe where KAI regroups shared pods (ConsolidateSharedPodInfoToDifferentGPU, a deviation: docs/engine.md),
+        # and the probe's start values follow KAI's scenarios further (docs/actions.md, *Node counts*).
+        raw = ctx.raw_capacity
+        recorded_freed, feasible_offer = _probe_offers(ctx)
         node_batches: dict[int, list[int]] = {}
         first_seen: dict[int, int] = {}
         freed: dict[tuple, float] = {}   # (node, batch) -> GPUs the batch's tasks there hold, summed in task order
@@ -352,24 +355,22 @@ class _SubScenarios:
         return [self.batches[bi] for bi in sorted(picked)]
 
 
-def _probe_offers(ctx: ProbeContext, raw: np.ndarray) -> tuple[dict, list]:
-    """GPUs the recorded victims free per node, and ``(node, idle + releasing GPUs in ``raw`` + recorded victims'
-    GPUs)`` of every feasible node in node order (what :class:`_SubScenarios` sums). Kept on the probe's context
-    while ``raw`` (a :func:`~.victims.raw_gpu_capacity` answer) is the same array: the nodes did not change."""
+def _probe_offers(ctx: ProbeContext) -> tuple[dict, list]:
+    """Per probe (kept on its context): GPUs the recorded victims free per node, and ``(node, idle + releasing
+    GPUs at the probe's start + recorded victims' GPUs)`` of every feasible node in node order (what
+    :class:`_SubScenarios` sums)."""
     hit = ctx.__dict__.get("_offers")
-    if hit is None or hit[0] is not raw:
-        if hit is None:
-            node, accepted = ctx.session.node, ctx.session.accepted
-            recorded_freed: dict[int, float] = {}
-            for b in ctx.recorded:
-                for i in b.tasks:
-                    if node[i] >= 0:
-                        recorded_freed[node[i]] = recorded_freed.get(node[i], 0.0) + accepted[i]
-        else:
-            recorded_freed = hit[1]
+    if hit is None:
+        node, accepted = ctx.session.node, ctx.session.accepted
+        recorded_freed: dict[int, float] = {}
+        for b in ctx.recorded:
+            for i in b.tasks:
+                if node[i] >= 0:
+                    recorded_freed[node[i]] = recorded_freed.get(node[i], 0.0) + accepted[i]
+        raw = ctx.raw_capacity
         offers = [(n, float(raw[n]) + recorded_freed.get(n, 0.0)) for n in np.nonzero(ctx.feasible)[0].tolist()]
-        hit = ctx._offers = (raw, recorded_freed, offers)
-    return hit[1], hit[2]
+        hit = ctx._offers = (recorded_freed, offers)
+    return hit
 
 
 def greedy_fits(req: list[float], cap: np.ndarray, cap_max: Optional[float] = None) -> bool:
