@@ -276,8 +276,6 @@ class Solver:
                 failed.add(sc.fingerprint())
                 self._trace(sc, k, False)
                 continue
-            if discard and k == len(self._tasks):   # the nodes before this simulation, for _repeat_last_probe
-                before = raw_gpu_capacity(s)
             sol = self._simulate(sc, feasible, request)
             rec.sizes.append((len(victims), sol is not None))
             self._trace(sc, k, sol is not None)
@@ -290,7 +288,7 @@ class Solver:
                 self._recorded = [b for b in sol.batches if any(i in moved_or_evicted for i in b.tasks)]
                 self._recorded_victims = sol.evicted + sol.moved
                 if k == len(self._tasks) and not sol.restored:
-                    self._held = (sol, feasible, quota, gen.acc.affinity, before)   # see _repeat_last_probe
+                    self._held = (sol, feasible, quota, gen.acc.affinity, raw)   # see _repeat_last_probe
                 else:
                     sol.statement.discard()
             return _Probe(solution=sol)
@@ -326,8 +324,9 @@ class Solver:
         held, self._held = self._held, None
         if held is None:
             return None
-        # affinity: the probe's node-affinity masks (same pending tasks); raw: the nodes' idle + releasing GPUs
-        # before the held simulation (KAI's final probe reads them after discarding it)
+        # affinity: the probe's node-affinity masks (same pending tasks); raw: the nodes' idle + releasing GPUs as
+        # that probe found them (KAI's final probe reads them after discarding the held simulation: the same values
+        # but for the drift of this probe's rolled-back scenarios, which kaidash's emitter leaves out too)
         sol, feasible, quota, affinity, raw = held
         pending = tuple(self._tasks)
         sc = Scenario(gen_cls.name, pending, list(self._recorded), [])
