@@ -460,6 +460,12 @@ class Task:
     def gpu_index(self) -> Optional[int]:
         return self.gpu_indices[0] if self.gpu_indices else None
 
+    @property
+    def devices_held(self) -> int:
+        """GPU devices this task occupies when placed: its whole GPUs, or the devices its share spans (at least
+        one)."""
+        return int(self.gpu) if (self.gpu_memory_mib is None and self.gpu >= 1) else max(1, self.gpu_devices)
+
     def device_share(self, node_gpu_memory_mib: float) -> float:
         """The fraction of each GPU device this task uses on a node with that GPU memory: a whole device for a
         whole-GPU request, the fraction for ``gpu-fraction``, the memory's fraction for ``gpu-memory``."""

@@ -63,7 +63,7 @@ def job_holdings(job: Job, nodes: dict[str, Node]) -> Holdings:
         if node is None or t.status not in ALLOCATED_STATUSES or not t.is_gpu or not node.gpus:
             continue
         per = t.device_share(node.gpu_memory_mib)
-        want = int(t.gpu) if (t.gpu_memory_mib is None and t.gpu >= 1) else max(1, t.gpu_devices)
+        want = t.devices_held
         idx = [i for i in t.gpu_indices if 0 <= i < node.gpus][:want]
         idx += [i for i in range(node.gpus) if i not in idx][:want - len(idx)]
         devices = out.setdefault(node.name, {})

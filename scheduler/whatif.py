@@ -386,7 +386,7 @@ def gpu_occupancy(snap: Snapshot) -> dict[str, list[float]]:
         devices = used[t.node]
         per = t.device_share(node.gpu_memory_mib)
         idx = [i for i in t.gpu_indices if 0 <= i < len(devices)]
-        want = int(t.gpu) if (t.gpu_memory_mib is None and t.gpu >= 1) else max(1, t.gpu_devices)
+        want = t.devices_held
         if len(idx) < want:  # no recorded devices: take the first free ones (whole GPUs), least used (shares)
             free = sorted(range(len(devices)), key=lambda i: devices[i])
             idx += [i for i in free if i not in idx][: want - len(idx)]

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from ..model import ALLOCATED_STATUSES, Node, Snapshot, Task, memory_to_fraction
+from ..model import ALLOCATED_STATUSES, Node, Snapshot, memory_to_fraction
 from ..whatif import gpu_occupancy
 from .prices import GpuPrices
 
@@ -91,17 +91,6 @@ class CostRates:
 
 # ------------------------------------------------------------------------------------------ building blocks
 
-def _task_device_share(task: Task, node: Optional[Node]) -> float:
-    """The share of one device a task holds on each of its devices."""
-    if task.gpu_memory_mib is not None:
-        return memory_to_fraction(task.gpu_memory_mib, node.gpu_memory_mib if node else 0.0)
-    return 1.0 if task.gpu >= 1 else float(task.gpu)
-
-
-def _task_devices(task: Task) -> int:
-    return int(task.gpu) if (task.gpu_memory_mib is None and task.gpu >= 1) else max(1, task.gpu_devices)
-
-
 def allocated_gpus(snapshot: Snapshot) -> dict[tuple[str, str], float]:
     """``{(queue, gpu model): GPUs}`` held by running/binding pods."""
     nodes = snapshot.node_map()
@@ -109,7 +98,7 @@ def allocated_gpus(snapshot: Snapshot) -> dict[tuple[str, str], float]:
     for job, task in snapshot.iter_tasks():
         if task.status in ALLOCATED_STATUSES and task.is_gpu and task.node in nodes:
             node = nodes[task.node]
-            out[(job.queue, _model(node))] += _task_device_share(task, node) * _task_devices(task)
+            out[(job.queue, _model(node))] += task.device_share(node.gpu_memory_mib) * task.devices_held
     return dict(out)
 
 
@@ -137,8 +126,8 @@ def idle_gpus_from_usage(snapshot: Snapshot, threshold: float = IDLE_UTIL) -> Op
         if task.status not in ALLOCATED_STATUSES or not task.is_gpu or task.node not in nodes:
             continue
         node = nodes[task.node]
-        share = _task_device_share(task, node)
-        n = _task_devices(task)
+        share = task.device_share(node.gpu_memory_mib)
+        n = task.devices_held
         if task.gpu_indices:
             devices = [(task.node, i) for i in task.gpu_indices[:n]]
         elif task.gpu_groups:
