@@ -10,29 +10,23 @@ input snapshot, so an abandoned run leaves nothing behind. Checks are per thread
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, ContextManager
 
-_local = threading.local()
+from .thread_slot import ThreadSlot
+
+_check = ThreadSlot()
 
 
-@contextmanager
-def interruptible(check: Callable[[], None]) -> Iterator[None]:
+def interruptible(check: Callable[[], None]) -> ContextManager[None]:
     """Run the block with ``check`` called at every engine :func:`checkpoint` on this thread; ``check`` raises to
     abandon the run (the exception propagates out of the engine call unchanged). Nests: the inner check applies
     inside, the outer one again after."""
-    previous = getattr(_local, "check", None)
-    _local.check = check
-    try:
-        yield
-    finally:
-        _local.check = previous
+    return _check.holding(check)
 
 
 def checkpoint() -> None:
     """A point where the engine may be abandoned: calls this thread's check, if one is installed."""
-    check = getattr(_local, "check", None)
+    check = _check.get()
     if check is not None:
         check()
 

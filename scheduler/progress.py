@@ -11,13 +11,14 @@ Listeners are per thread, like :mod:`scheduler.interrupt`'s checks: the live loo
 
 from __future__ import annotations
 
-import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
-_local = threading.local()
+from .thread_slot import ThreadSlot
+
+_listener = ThreadSlot()
 
 
 @dataclass(frozen=True)
@@ -47,23 +48,17 @@ class Search:
                 f"tried, {self.elapsed_ms() / 1000:.1f} s")
 
 
-@contextmanager
-def observing(listener: Callable[[Optional[Search]], None]) -> Iterator[None]:
+def observing(listener: Callable[[Optional[Search]], None]) -> ContextManager[None]:
     """Run the block with ``listener`` told of every eviction search the engine runs on this thread: a
     :class:`Search` when one starts, ``None`` when it ends. Nests: the inner listener applies inside, the outer
     one again after."""
-    previous = getattr(_local, "listener", None)
-    _local.listener = listener
-    try:
-        yield
-    finally:
-        _local.listener = previous
+    return _listener.holding(listener)
 
 
 def searching(action: str, job: str, pods: int, record: Any) -> ContextManager[None]:
     """The engine's side: the ``with`` block is one eviction search (see the module doc). When nobody listens
     on this thread it costs one thread-local read and a shared do-nothing context."""
-    listener = getattr(_local, "listener", None)
+    listener = _listener.get()
     if listener is None:
         return _NOTHING
     return _told(listener, Search(action, job, pods, record))
