@@ -143,8 +143,7 @@ class MetricsReader:
             gpus = self._last_gpus                   # the same holders: the exporter would say the same
         else:
             gpus = self._last_gpus = simulate_gpus(snapshot)
-        util = {(g.node, g.index): g.values.get("gpu_util") for g in gpus}
-        self._recent_util = (self._recent_util + [util])[-self.idle_window_ticks:]
+        self._recent_util = (self._recent_util + [idle_keys(gpus)])[-self.idle_window_ticks:]
         idle_max = None
         if len(self._recent_util) >= self.idle_window_ticks:
             keys = set.intersection(*(set(u) for u in self._recent_util))
@@ -153,7 +152,11 @@ class MetricsReader:
         key = (holders, tuple(sorted(idle_max.items())) if idle_max is not None else None)
         if self._last is not None and self._last[0] == key:
             return self._last[1], self._last[2]        # nothing a GPU shows changed: the same frame object
-        frame = dcgm.build_gpu_frame(snapshot, sim_samples(gpus), idle_max)
+        per_gpu = per_instance = None
+        if idle_max is not None:   # (node, GPU) and (node, physical GPU, MIG instance id) windows, as the reader's
+            per_gpu = {k: v for k, v in idle_max.items() if len(k) == 2}
+            per_instance = {k: v for k, v in idle_max.items() if len(k) == 3}
+        frame = dcgm.build_gpu_frame(snapshot, live_samples(gpus), per_gpu, idle_instance_util=per_instance)
         status = f"simulated dcgm-exporter ({len(gpus)} GPUs; idle judged over {self.idle_window_ticks} ticks)"
         self._last = (key, frame, status)
         return frame, status
@@ -164,9 +167,10 @@ def holders_fingerprint(snapshot: Snapshot) -> tuple:
     holding a GPU (job, queue, status, devices, request, usage). Equal fingerprints give equal frames, so the
     simulated exporter is re-read only when one of these changed (on a 30 s step most ticks change nothing on
     the GPUs)."""
-    nodes = tuple((n.name, n.gpus, n.gpu_memory_mib, n.gpu_model, n.ready) for n in snapshot.nodes if n.gpus)
+    nodes = tuple((n.name, n.gpus, n.gpu_memory_mib, n.gpu_model, n.ready, tuple(n.mig.items()))
+                  for n in snapshot.nodes if n.gpus)
     pods = tuple((job.key, job.queue, t.name, t.status, t.node, tuple(t.gpu_indices), tuple(t.gpu_groups), t.gpu,
-                  t.gpu_memory_mib, t.gpu_devices, t.usage.gpu_memory_mib if t.usage else None,
+                  t.gpu_memory_mib, t.gpu_devices, tuple(t.mig.items()), t.usage.gpu_memory_mib if t.usage else None,
                   t.usage.gpu_util if t.usage else None)
                  for job, t in snapshot.iter_tasks() if t.node and t.is_gpu and t.status in HOLDING)
     return nodes, pods
@@ -176,14 +180,43 @@ HOLDING = frozenset({"running", "binding", "releasing", "pipelined"})
 """Task statuses that hold (or are about to hold) a GPU device, as the exporter and the slices frame see them."""
 
 
+def live_samples(gpus) -> "pd.DataFrame":
+    """The simulated exporter's samples as the live loop reads them: :func:`sim_samples` for nodes without MIG
+    instances, and for MIG nodes the per-instance series dcgm-exporter prints
+    (:func:`scheduler.metrics.exporter.simulated_samples`), so the frame is the one a Prometheus scrape of
+    ``kaidash exporter`` gives (MIG devices named by physical GPU and instance id)."""
+    import pandas as pd
+    from scheduler.metrics.exporter import simulated_samples
+
+    mig_nodes = {g.node for g in gpus if g.mig is not None}
+    if not mig_nodes:
+        return sim_samples(gpus)
+    return pd.concat([sim_samples([g for g in gpus if g.node not in mig_nodes]),
+                      simulated_samples([g for g in gpus if g.node in mig_nodes])], ignore_index=True)
+
+
+def idle_keys(gpus) -> dict:
+    """One tick's utilisation for the idle window, keyed as :func:`scheduler.metrics.dcgm.build_gpu_frame` reads
+    it: ``(node, GPU)`` for whole GPUs (a MIG node's by physical index) and ``(node, physical GPU, instance id)``
+    for MIG instances (their graphics-engine activity: NVML gives instances no utilisation)."""
+    out: dict = {}
+    for g in gpus:
+        inst = g.mig
+        if inst is None:
+            out[(g.node, g.label_index)] = g.values.get("gpu_util")
+        elif g.index == inst.first_cell:
+            out[(g.node, inst.gpu, inst.instance_id)] = inst.values.get("gr_engine_active")
+    return out
+
+
 def sim_samples(gpus) -> "pd.DataFrame":
     """DCGM samples (``scheduler.metrics.dcgm.SAMPLE_COLUMNS``, canonical units) straight from the simulated
-    exporter's GPUs: what parsing its ``/metrics`` text would give, without rendering and re-parsing 10
-    series per GPU every tick. Each device series carries the pod dcgm-exporter credits (whole-GPU holder, or
+    exporter's GPUs of nodes without MIG instances (:func:`live_samples` reads MIG nodes per instance): what
+    parsing its ``/metrics`` text would give, without rendering and re-parsing 10 series per GPU every tick. Each device series carries the pod dcgm-exporter credits (whole-GPU holder, or
     KAI's reservation pod on a shared GPU)."""
     import numpy as np
     import pandas as pd
-    from scheduler.metrics.dcgm import SAMPLE_COLUMNS
+    from scheduler.metrics.dcgm import MIG_PROFILE_COLUMN, SAMPLE_COLUMNS
 
     counts = [len(g.values) for g in gpus]
     per_gpu = {"host": [g.node for g in gpus], "gpu_index": [g.index for g in gpus], "uuid": [g.uuid for g in gpus],
@@ -196,8 +229,8 @@ def sim_samples(gpus) -> "pd.DataFrame":
     columns["field"] = np.asarray([f for g in gpus for f in g.values], dtype=object)
     columns["value"] = np.fromiter((float(v) for g in gpus for v in g.values.values()), dtype=float,
                                    count=sum(counts))
-    columns["pod_uid"] = columns["mig"] = np.full(sum(counts), "", dtype=object)
-    return pd.DataFrame({c: columns[c] for c in SAMPLE_COLUMNS})
+    columns["pod_uid"] = columns["mig"] = columns[MIG_PROFILE_COLUMN] = np.full(sum(counts), "", dtype=object)
+    return pd.DataFrame({c: columns[c] for c in SAMPLE_COLUMNS + [MIG_PROFILE_COLUMN]})
 
 
 class LiveLoop:

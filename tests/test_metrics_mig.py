@@ -250,6 +250,53 @@ def test_idle_window_per_mig_instance_goes_to_its_cells():
     assert not never.idle_allocated.any()                 # no window: never judged idle
 
 
+def test_evidence_names_the_device_as_dcgm_exporter_numbers_it():
+    """A flag on a MIG node names the physical GPU and the instance id (what ``nvidia-smi`` and dcgm-exporter's
+    ``gpu``/``GPU_I_ID`` labels show), not the grid cell: small-1 is instance 2 of GPU 0 (cell 1), whole-0 is
+    physical GPU 1 (cell 7). Other nodes keep ``GPU <index>``."""
+    snap = mig_snapshot()
+    task(snap, "whole-0").usage.gpu_util = 0.0
+    task(snap, "h100-job-0").usage.gpu_util = 0.0
+    idle = {("a100-mig", 1): 0.0, ("h100-0", 0): 0.0, ("h100-0", 1): 0.0}
+    frame, _ = read(snap, exposition(snap), idle_max_util=idle, idle_instance_util={("a100-mig", 0, 2): 0.0})
+    evidence = frame.set_index(["node", "gpu_index"])["evidence"]
+    assert evidence[("a100-mig", 1)].startswith("idle allocated: a100-mig GPU 0 MIG instance 2 (1g.10gb) held by "
+                                                "serve/small-1;")
+    assert evidence[("a100-mig", 7)].startswith("idle allocated: a100-mig GPU 1 held by train/whole-0;")
+    assert evidence[("h100-0", 1)].startswith("idle allocated: h100-0 GPU 1 held by train/h100-job-0;")
+    # the same when the node puts its MIG GPU second: whole GPU 0 sits on cell 7, the instances on GPU 1
+    text = exposition(snap)
+    swapped = text.replace('gpu="0"', 'gpu="X"').replace('gpu="1"', 'gpu="0"').replace('gpu="X"', 'gpu="1"')
+    frame, _ = read(snap, swapped, idle_max_util={("a100-mig", 0): 0.0},
+                    idle_instance_util={("a100-mig", 1, 2): 0.0})
+    evidence = frame.set_index(["node", "gpu_index"])["evidence"]
+    assert "a100-mig GPU 1 MIG instance 2 (1g.10gb) held by serve/small-1" in evidence[("a100-mig", 1)]
+    assert "a100-mig GPU 0 held by train/whole-0" in evidence[("a100-mig", 7)]
+
+
+def test_live_loop_reads_mig_nodes_per_instance_as_a_scrape_would():
+    """The dashboard's simulated metrics (``dashboard.loop.MetricsReader``, no text in between) give the frame a
+    Prometheus scrape of the exporter gives: MIG nodes per instance, the idle window keyed by physical GPU and
+    instance, the evidence naming GPU 0's instance 2 and physical GPU 1."""
+    from dashboard.loop import MetricsReader
+
+    snap = mig_snapshot()
+    task(snap, "whole-0").usage.gpu_util = 0.0
+    task(snap, "small-1").usage.gpu_util = 0.0
+    reader = MetricsReader()
+    for _ in range(reader.idle_window_ticks):
+        frame, _ = reader.frame(snap)
+    h100 = {("h100-0", i): (0.8 if i < 2 else 0.0) for i in range(8)}
+    instances = {("a100-mig", 0, i): u for i, u in [(1, 0.4), (2, 0.0), (3, 0.0), (4, 0.0), (5, 0.6)]}
+    scraped, _ = read(snap, ExporterState(snap).render(), idle_max_util={("a100-mig", 1): 0.0, **h100},
+                      idle_instance_util=instances)
+    pd.testing.assert_frame_equal(frame, scraped)
+    flagged = frame[frame.idle_allocated].set_index("gpu_index")["evidence"]
+    assert list(flagged.index) == [1, 7]
+    assert "GPU 0 MIG instance 2 (1g.10gb) held by serve/small-1" in flagged[1]
+    assert "GPU 1 held by train/whole-0" in flagged[7]
+
+
 def test_simulated_samples_give_the_same_frame_as_parsing():
     snap = mig_snapshot()
     state = ExporterState(snap)

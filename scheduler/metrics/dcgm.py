@@ -313,7 +313,8 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
     # 5. flags, with their evidence (gpu_flags)
     idle_by_cell = mig.remap_idle(idle_max_util, idle_instance_util)   # keyed by physical GPU and instance
     frame = flag_frame(frame, window_max_series(frame, idle_by_cell), idle_util_threshold=idle_util_threshold,
-                       in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib)
+                       in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib,
+                       device_names=mig.device_names())
     frame["has_metrics"] = frame["has_metrics"].fillna(False).astype(bool)
     frame = frame.sort_values(["node", "gpu_index", "task"], na_position="first", kind="stable")
     return frame[FRAME_COLUMNS].reset_index(drop=True)

@@ -85,6 +85,21 @@ class MigSplit:
     instance_cells: dict = field(default_factory=dict)
     """``(node, physical index, instance id) -> [cell, ...]`` of every placed instance."""
 
+    def device_names(self) -> dict:
+        """``(node, cell) -> name`` of the device a cell of a node with instance series is on, as dcgm-exporter and
+        ``nvidia-smi`` number it: ``GPU 0 MIG instance 3 (1g.10gb)`` for an instance's cells, ``GPU 1`` for a
+        whole GPU (its cell index is not its device index); cells of other nodes are not named here."""
+        names: dict = {}
+        for (node, physical), cell in self.remap.items():
+            if cell is not None:
+                names[(node, cell)] = f"GPU {physical}"
+        placed = self.instances[self.instances["first_cell"].notna()] if len(self.instances) else self.instances
+        for node, gpu, iid, profile in zip(placed["node"], placed["gpu_index"], placed["instance_id"],
+                                           placed["profile"]):
+            for cell in self.instance_cells.get((node, int(gpu), int(iid)), ()):
+                names[(node, cell)] = f"GPU {int(gpu)} MIG instance {int(iid)} ({profile})"
+        return names
+
     def remap_idle(self, idle: Optional[dict], idle_instances: Optional[dict] = None) -> Optional[dict]:
         """An idle window keyed by physical GPU re-keyed by cell (MIG parents dropped: their window mixes
         instances), plus each instance's window (``(node, gpu, instance id) -> max``) on its cells."""
