@@ -311,7 +311,7 @@ which (drawn in no cell; listed with the node). ``dra``: the pod's DRA ResourceC
 GPUs). A pod on MIG instances has one slice per cell (GPU-equivalent) an instance spans; ``mig_profile`` names
 the instance the cell belongs to and ``mig_instance`` numbers the pod's instances from 0 (:func:`mig_cell_instances`;
 ``""`` and -1 for a pod without MIG), so a table can show one row per instance."""
-GPU_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "allocated", "slices", "memory_used_mib",
+GPU_COLUMNS = ["node", "pool", "gpu_model", "gpu_index", "device", "allocated", "slices", "memory_used_mib",
                "gpu_memory_mib", "gpu_util", "idle_allocated", "over_share", "busy_unallocated", "holder_unknown",
                "evidence"]
 
@@ -501,6 +501,9 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
         "gpu_index": np.concatenate([np.arange(n.gpus) for n in nodes]),
         "gpu_memory_mib": np.repeat([n.gpu_memory_mib for n in nodes], counts),
     })
+    # the device as dcgm-exporter numbers it: the cell index except on MIG nodes, where only instance series say
+    # which device a cell is on (the DCGM frame's ``device``)
+    base["device"] = np.concatenate([[("" if n.mig else f"GPU {i}") for i in range(n.gpus)] for n in nodes])
     held = slices[slices["status"].isin(("running", "binding", "releasing"))] if len(slices) else slices
     if len(held):
         groups = held.groupby(["node", "gpu_index"], sort=False)
@@ -523,6 +526,8 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
             extra = gpu_frame.groupby(["node", "gpu_index"], sort=False).agg(
                 unknown=("holder_unknown", "any"), evidence=("evidence", lambda e: "; ".join(x for x in e if x)))
             dev = dev.join(extra)
+        if "device" in gpu_frame:
+            dev = dev.join(gpu_frame.groupby(["node", "gpu_index"], sort=False)["device"].first())
         key = pd.MultiIndex.from_frame(base[["node", "gpu_index"]])
         dev = dev.reindex(key)
         base["gpu_util"] = (dev["util"].to_numpy(float) * 100.0)
@@ -531,6 +536,9 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
         base["busy_unallocated"] = dev["busy"].fillna(False).to_numpy(bool)
         base["holder_unknown"] = dev["unknown"].fillna(False).to_numpy(bool) if "unknown" in dev else False
         base["evidence"] = dev["evidence"].fillna("").to_numpy(object) if "evidence" in dev else ""
+        if "device" in dev:
+            named = dev["device"].fillna("").to_numpy(object)
+            base["device"] = np.where(named != "", named, base["device"].to_numpy(object))
     else:
         base["idle_allocated"] = (base["allocated"] > EPS) & (base["gpu_util"] < IDLE_UTIL_PCT)
         base["busy_unallocated"] = (base["allocated"] <= EPS) & (base["gpu_util"] >= IDLE_UTIL_PCT)

@@ -193,3 +193,20 @@ def test_view_colours_every_cell_and_a_picked_instance_outlines_them():
     view.node_table.selection = [list(table.index).index("a100-mig/4/serve/big-0")]
     dev = view.sources["devices"].data
     assert sorted(int(dev["gpu"][i]) for i in view.sources["devices"].selected.indices) == [4, 5, 6]
+
+
+def test_grid_hover_names_the_device_where_instance_series_say_which():
+    """The grid's hover ("node / GPU") names the device as ``nvidia-smi`` does once dcgm-exporter's instance
+    series say which (cell 1 = GPU 0's instance 2, cell 7 = physical GPU 1); from the snapshot alone a MIG
+    node's cell is a GPU-equivalent ("cell 7"), never a guessed device number."""
+    from dashboard.views.gpus import grid_sources
+
+    snap = _snap()
+    for frame, want in ((_dcgm_frame(snap), {1: "GPU 0 MIG instance 2 (1g.10gb)", 4: "GPU 0 MIG instance 5 (3g.40gb)",
+                                             6: "GPU 0 MIG instance 5 (3g.40gb)", 7: "GPU 1"}),
+                        (None, {1: "cell 1", 4: "cell 4", 7: "cell 7"})):
+        slices = gpu_slices_frame(snap, frame)
+        gpus = gpu_frame_from_slices(snap, slices, frame)
+        layers, _ = grid_sources(gpus, slices, ["a100-mig"], "queue", {"serve": "#123456"})
+        device = dict(zip(layers["devices"]["gpu"].tolist(), layers["devices"]["device"].tolist()))
+        assert {k: device[k] for k in want} == want

@@ -5,7 +5,9 @@ faster frame, then re-written once, on purpose, by issue 20's device attribution
 ``holder_unknown`` and ``evidence`` and no longer invents a device for a whole-GPU pod that no evidence places
 (``odd-0`` in the ``exclusive`` cases is now a ``gpu_index = -1`` row, "held, device unknown", so the GPU it was
 drawn on credits its measured memory to its one known pod: 12,347 MiB instead of a third of it). Every other
-column and row was checked equal to the old fixtures before re-writing. Regenerate only for an intended change."""
+column and row was checked equal to the old fixtures before re-writing. A third, equally deliberate re-write added
+the ``device`` column (the device as dcgm-exporter numbers it; empty for a ``gpu_index = -1`` row), every other
+column and row checked equal first. Regenerate only for an intended change."""
 
 import pytest
 

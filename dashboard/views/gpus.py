@@ -77,8 +77,8 @@ UTIL_PALETTE = list(Viridis256)
 MOVING_STATUSES = ("releasing", "pipelined")
 SLICE_FIELDS = ("x0", "x1", "y0", "y1", "fill", "alpha", "line", "lw", "node", "task", "job", "queue", "status",
                 "gpu", "share", "mem", "mem_share", "util", "dra")
-DEVICE_FIELDS = ("x0", "x1", "y0", "y1", "line", "lw", "dash", "node", "gpu", "model", "pool", "allocated", "util",
-                 "mem", "mem_total", "flags", "evidence", "mig")
+DEVICE_FIELDS = ("x0", "x1", "y0", "y1", "line", "lw", "dash", "node", "gpu", "device", "model", "pool", "allocated",
+                 "util", "mem", "mem_total", "flags", "evidence", "mig")
 MIG_FIELDS = ("x0", "x1", "y0", "y1", "x", "y", "text")
 MIG_LINE = "#e5e7eb"
 """Outline of a MIG instance over the GPU-equivalent cells it spans."""
@@ -238,7 +238,8 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
                "lw": np.where(over | idle, OUTLINE_LINE_PX, 0.6),
                "dash": np.where(idle & ~over, "dashed", "solid").astype(object),
                "node": gpus["node"].to_numpy(object), "gpu": gpus["gpu_index"].to_numpy(int),
-               "model": gpus["gpu_model"].to_numpy(object), "pool": gpus["pool"].to_numpy(object),
+               "device": _device_text(gpus), "model": gpus["gpu_model"].to_numpy(object),
+               "pool": gpus["pool"].to_numpy(object),
                "allocated": gpus["allocated"].round(3).to_numpy(float),
                "util": gpus["gpu_util"].round(1).to_numpy(float),
                "mem": (gpus["memory_used_mib"].to_numpy(float) / 1024).round(1),
@@ -265,6 +266,14 @@ def grid_sources(gpus: pd.DataFrame, slices: pd.DataFrame, nodes: list[str], col
     y_range = (-0.2, (rows - 1) * ROW_UNITS + LABEL_Y + LABEL_HEIGHT_PX / PX_PER_UNIT[0] + 0.05)
     return ({"devices": devices, "held": held, "moving": moved, "marks": marks, "labels": labels,
              "mig": mig_source(mig, pos, GRID_MIN_WIDTH_PX / (x_range[1] - x_range[0]))}, (x_range, y_range))
+
+
+def _device_text(gpus: pd.DataFrame) -> np.ndarray:
+    """Per GPU cell, the device as ``nvidia-smi`` numbers it (``GPU 3``; on a MIG node ``GPU 0 MIG instance 2
+    (1g.10gb)`` or ``GPU 1`` where instance series say so), else the cell as a GPU-equivalent (``cell 7``)."""
+    named = gpus["device"].fillna("").to_numpy(object) if "device" in gpus else np.full(len(gpus), "", object)
+    cells = np.asarray([f"cell {i}" for i in gpus["gpu_index"].tolist()], dtype=object)
+    return np.where(named != "", named, cells)
 
 
 def _cell_profiles(gpus: pd.DataFrame, mig: pd.DataFrame) -> np.ndarray:
@@ -557,7 +566,7 @@ class GpusView(View):
                       ("GPUs via", "@dra")]
         fig.add_tools(HoverTool(renderers=[r_held, r_moving], tooltips=slice_tips))
         fig.add_tools(HoverTool(renderers=[r_dev], tooltips=[
-            ("node / GPU", "@node / @gpu"), ("model / pool", "@model / @pool"), ("allocated", "@allocated{0.[00]}"),
+            ("node / GPU", "@node / @device"), ("model / pool", "@model / @pool"), ("allocated", "@allocated{0.[00]}"),
             ("util", "@util{0.0} %"), ("memory used", "@mem{0,0.0} / @mem_total{0,0.0} GiB"), ("flag", "@flags"),
             ("evidence", "@evidence"), ("MIG", "@mig")]))
         fig.add_tools(TapTool(renderers=[r_dev]))

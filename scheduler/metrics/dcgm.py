@@ -55,8 +55,8 @@ MIG_PROFILE_COLUMN = "mig_profile"
 """An optional sample column: the instance's ``GPU_I_PROFILE`` (the parsers add it; absent = no MIG series)."""
 
 FRAME_COLUMNS = [
-    "node", "gpu_index", "uuid", "model", "gpu_group", "task", "pod", "namespace", "job", "queue", "status",
-    "fractional", "share", "alloc_memory_mib", "used_memory_mib", "pod_util", "attribution", "dcgm_pod",
+    "node", "gpu_index", "device", "uuid", "model", "gpu_group", "task", "pod", "namespace", "job", "queue",
+    "status", "fractional", "share", "alloc_memory_mib", "used_memory_mib", "pod_util", "attribution", "dcgm_pod",
     "memory_total_mib", "memory_used_mib", "memory_free_mib", "memory_reserved_mib", "gpu_util",
     "gr_engine_active", "dram_active", "power_w", "temp_c", "xid", "has_metrics",
     "device_source", "over_share", "idle_allocated", "unallocated_in_use", "holder_unknown", "evidence",
@@ -66,7 +66,8 @@ FRAME_COLUMNS = [
 Units: memory in MiB, utilisation as a 0-1 ratio, power in W, temperature in degrees C; ``xid`` is the last
 XID error code (0 = none). ``used_memory_mib``/``pod_util`` are the slice's own; ``memory_*``/``gpu_util``/...
 are the whole GPU's. ``attribution`` says how ``used_memory_mib`` was obtained: ``exporter`` or
-``proportional``.
+``proportional``. ``gpu_index`` is the grid's cell (a GPU-equivalent on MIG nodes); ``device`` names the device as
+dcgm-exporter numbers it (:func:`device_column`).
 """
 
 _DEVICE_FIELDS = {V.FB_USED: "memory_used_mib", V.FB_FREE: "memory_free_mib", V.FB_RESERVED: "memory_reserved_mib",
@@ -312,12 +313,28 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
 
     # 5. flags, with their evidence (gpu_flags)
     idle_by_cell = mig.remap_idle(idle_max_util, idle_instance_util)   # keyed by physical GPU and instance
+    names = mig.device_names()
+    frame["device"] = device_column(frame, names, {n.name for n in snapshot.nodes if n.mig})
     frame = flag_frame(frame, window_max_series(frame, idle_by_cell), idle_util_threshold=idle_util_threshold,
                        in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib,
-                       device_names=mig.device_names())
+                       device_names=names)
     frame["has_metrics"] = frame["has_metrics"].fillna(False).astype(bool)
     frame = frame.sort_values(["node", "gpu_index", "task"], na_position="first", kind="stable")
     return frame[FRAME_COLUMNS].reset_index(drop=True)
+
+
+def device_column(frame: pd.DataFrame, names: dict, mig_nodes: set) -> np.ndarray:
+    """Per row, the device as dcgm-exporter and ``nvidia-smi`` number it: ``names`` (a MIG node's cells, from
+    its instance series: ``GPU 0 MIG instance 2 (1g.10gb)``, ``GPU 1``), else ``GPU <gpu_index>``; empty where
+    it is not known (a device no evidence gives, a MIG node's cell without instance series)."""
+    index = frame["gpu_index"].to_numpy()
+    on_mig = frame["node"].isin(mig_nodes).to_numpy()
+    out = np.where((index >= 0) & ~on_mig, "GPU " + pd.Series(index, dtype="int64").astype(str).to_numpy(object),
+                   "").astype(object)
+    nodes = frame["node"].to_numpy(object)
+    for row in np.nonzero(on_mig)[0].tolist():
+        out[row] = names.get((nodes[row], int(index[row])), "")
+    return out
 
 
 _logged_problems: dict[str, None] = {}
