@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from scheduler.decisions import ScheduleResult, eviction_notes
+from scheduler.metrics.dcgm import device_column
 from scheduler.model import (ALLOCATED_STATUSES, UNLIMITED, Node, Snapshot, Task, mig_cell_memory_mib, mig_gpu_total,
                              mig_gpus)
 from scheduler.queue_allocation import observed_allocation, observed_allocations
@@ -501,9 +502,8 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
         "gpu_index": np.concatenate([np.arange(n.gpus) for n in nodes]),
         "gpu_memory_mib": np.repeat([n.gpu_memory_mib for n in nodes], counts),
     })
-    # the device as dcgm-exporter numbers it: the cell index except on MIG nodes, where only instance series say
-    # which device a cell is on (the DCGM frame's ``device``)
-    base["device"] = np.concatenate([[("" if n.mig else f"GPU {i}") for i in range(n.gpus)] for n in nodes])
+    # without instance series a MIG node's cell names no device: the DCGM frame's ``device`` fills those below
+    base["device"] = device_column(base, {}, {n.name for n in nodes if n.mig})
     held = slices[slices["status"].isin(("running", "binding", "releasing"))] if len(slices) else slices
     if len(held):
         groups = held.groupby(["node", "gpu_index"], sort=False)
@@ -519,15 +519,15 @@ def gpu_frame_from_slices(snapshot: Snapshot, slices: pd.DataFrame,
     base["gpu_util"] = base["gpu_util"].astype(float).clip(upper=100.0)
     base["memory_used_mib"] = base["memory_used_mib"].astype(float)
     if is_dcgm_frame(gpu_frame) and len(gpu_frame):
-        dev = gpu_frame.groupby(["node", "gpu_index"], sort=False).agg(
-            util=("gpu_util", "first"), mem=("memory_used_mib", "first"), idle=("idle_allocated", "any"),
-            busy=("unallocated_in_use", "any"), has=("has_metrics", "any"))
+        spec = dict(util=("gpu_util", "first"), mem=("memory_used_mib", "first"), idle=("idle_allocated", "any"),
+                    busy=("unallocated_in_use", "any"), has=("has_metrics", "any"))
+        if "device" in gpu_frame:
+            spec["device"] = ("device", "first")
+        dev = gpu_frame.groupby(["node", "gpu_index"], sort=False).agg(**spec)
         if "holder_unknown" in gpu_frame:
             extra = gpu_frame.groupby(["node", "gpu_index"], sort=False).agg(
                 unknown=("holder_unknown", "any"), evidence=("evidence", lambda e: "; ".join(x for x in e if x)))
             dev = dev.join(extra)
-        if "device" in gpu_frame:
-            dev = dev.join(gpu_frame.groupby(["node", "gpu_index"], sort=False)["device"].first())
         key = pd.MultiIndex.from_frame(base[["node", "gpu_index"]])
         dev = dev.reindex(key)
         base["gpu_util"] = (dev["util"].to_numpy(float) * 100.0)

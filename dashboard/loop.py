@@ -212,8 +212,9 @@ def idle_keys(gpus) -> dict:
 def sim_samples(gpus) -> "pd.DataFrame":
     """DCGM samples (``scheduler.metrics.dcgm.SAMPLE_COLUMNS``, canonical units) straight from the simulated
     exporter's GPUs of nodes without MIG instances (:func:`live_samples` reads MIG nodes per instance): what
-    parsing its ``/metrics`` text would give, without rendering and re-parsing 10 series per GPU every tick. Each device series carries the pod dcgm-exporter credits (whole-GPU holder, or
-    KAI's reservation pod on a shared GPU)."""
+    parsing its ``/metrics`` text would give, without rendering and re-parsing 10 series per GPU every tick. Each
+    device series carries the pod dcgm-exporter credits (whole-GPU holder, or KAI's reservation pod on a shared
+    GPU)."""
     import numpy as np
     import pandas as pd
     from scheduler.metrics.dcgm import MIG_PROFILE_COLUMN, SAMPLE_COLUMNS

@@ -313,11 +313,9 @@ def build_gpu_frame(snapshot: Snapshot, samples: pd.DataFrame, idle_max_util: Op
 
     # 5. flags, with their evidence (gpu_flags)
     idle_by_cell = mig.remap_idle(idle_max_util, idle_instance_util)   # keyed by physical GPU and instance
-    names = mig.device_names()
-    frame["device"] = device_column(frame, names, {n.name for n in snapshot.nodes if n.mig})
+    frame["device"] = device_column(frame, mig.device_names(), {n.name for n in snapshot.nodes if n.mig})
     frame = flag_frame(frame, window_max_series(frame, idle_by_cell), idle_util_threshold=idle_util_threshold,
-                       in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib,
-                       device_names=names)
+                       in_use_memory_mib=in_use_memory_mib, over_share_tolerance_mib=over_share_tolerance_mib)
     frame["has_metrics"] = frame["has_metrics"].fillna(False).astype(bool)
     frame = frame.sort_values(["node", "gpu_index", "task"], na_position="first", kind="stable")
     return frame[FRAME_COLUMNS].reset_index(drop=True)

@@ -36,13 +36,12 @@ def _pct(value: float) -> str:
 
 
 def flag_frame(frame: pd.DataFrame, window_max: pd.Series, *, idle_util_threshold: float,
-               in_use_memory_mib: float, over_share_tolerance_mib: float,
-               device_names: Optional[dict] = None) -> pd.DataFrame:
+               in_use_memory_mib: float, over_share_tolerance_mib: float) -> pd.DataFrame:
     """Set :data:`FLAG_COLUMNS` and ``evidence`` on ``frame`` (modified and returned).
 
     ``window_max``: per row, the device's maximum utilisation over a fully covered idle window (NaN when
-    not known: never flagged idle). ``device_names``: ``(node, gpu_index) -> name`` where the evidence must
-    name the device otherwise than ``GPU <gpu_index>`` (a MIG node's cells: ``GPU 0 MIG instance 3 (1g.10gb)``).
+    not known: never flagged idle). The evidence names a row's device by its ``device`` column where that is set
+    (a MIG node's cells: ``GPU 0 MIG instance 3 (1g.10gb)``), else as ``GPU <gpu_index>``.
     """
     has_task = frame["task"].notna()
     key = [frame["node"], frame["gpu_index"]]
@@ -59,7 +58,7 @@ def flag_frame(frame: pd.DataFrame, window_max: pd.Series, *, idle_util_threshol
     frame["holder_unknown"] = free_busy & unknown_on_node
     for col in FLAG_COLUMNS:
         frame[col] = frame[col].fillna(False).astype(bool)
-    frame["evidence"] = _evidence(frame, window_max, idle_util_threshold, device_names or {})
+    frame["evidence"] = _evidence(frame, window_max, idle_util_threshold)
     return frame
 
 
@@ -73,7 +72,7 @@ def _unknown_holders(frame: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _evidence(frame: pd.DataFrame, window_max: pd.Series, threshold: float, names: dict) -> pd.Series:
+def _evidence(frame: pd.DataFrame, window_max: pd.Series, threshold: float) -> pd.Series:
     """One sentence per flagged row (empty for the others); built for flagged rows only."""
     out = pd.Series("", index=frame.index, dtype="object")
     flagged = frame[frame[FLAG_COLUMNS].any(axis=1) | (frame["task"].notna() & (frame["gpu_index"] < 0))]
@@ -84,7 +83,7 @@ def _evidence(frame: pd.DataFrame, window_max: pd.Series, threshold: float, name
                 .agg(lambda s: ", ".join(map(str, s))).to_dict())
     texts = []
     for i, row in flagged.iterrows():
-        where = f"{row.node} {names.get((row.node, row.gpu_index)) or f'GPU {row.gpu_index}'}"
+        where = f"{row.node} {getattr(row, 'device', '') or f'GPU {row.gpu_index}'}"
         parts = []
         if row.over_share:
             parts.append(f"over share: {row.namespace}/{row.pod} uses {_fmt(row.used_memory_mib, ' MiB')} of {where}, "
